@@ -1,0 +1,46 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Both bootstrap uv (into .tools/ when it is not on PATH) and install from uv.lock.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
+RUN := $(UV) run --locked --no-sync
+
+.PHONY: setup demo test lint types contracts pytest bench clean
+
+$(CURDIR)/.tools/bin/uv:
+	$(PYTHON) -m venv $(CURDIR)/.tools
+	$(CURDIR)/.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
+
+.venv/.synced: uv.lock pyproject.toml | $(UV)
+	$(UV) sync --locked
+	touch $@
+
+setup: .venv/.synced
+
+demo: setup
+	$(RUN) pyccm demo
+
+# The whole check: lint, types, import contracts, tests.
+test: lint types contracts pytest
+
+lint: setup
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+types: setup
+	$(RUN) mypy
+
+contracts: setup
+	$(RUN) lint-imports
+
+pytest: setup
+	$(RUN) pytest -q
+
+bench: setup
+	$(RUN) python -m bench.kube_sim
+	$(RUN) python -m bench.openstack_sim
+
+clean:
+	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Benchmarks: each script writes a table (markdown) and a plot under bench/out/."""

@@ -1,0 +1,1 @@
+"""What crosses the bus: lean views of Kubernetes objects and the message union."""

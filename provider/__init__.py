@@ -1,0 +1,1 @@
+"""The cloud interface the controllers program against, its registry, and its implementations."""
