@@ -1,0 +1,153 @@
+"""The cloud interface the controllers program against: one Protocol per capability.
+
+It mirrors upstream's `InstancesV2`, `LoadBalancer` and `Routes` (k8s.io/cloud-provider
+`cloud.go`) and their error semantics (`provider.errors`), in Python terms:
+
+* inputs are the lean, frozen `Node` / `Service` views the manager publishes on the bus
+  (`protocol.views`), never raw dicts or client models;
+* outputs are frozen msgspec Structs, so a result can cross the bus unchanged;
+* "not supported" is a capability accessor returning None, "gone" / "elsewhere" /
+  "call again later" are sentinel exceptions, and everything else is a `CloudError`;
+* a provider never writes to Kubernetes: what upstream's OpenStack provider patches
+  itself (the `load-balancer-id` / `load-balancer-address` annotations, Warning events)
+  comes back in the outcome for the manager to apply.
+
+All calls are blocking: workers call them from sync threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, NewType, Protocol
+
+import msgspec
+
+from protocol.views import LoadBalancerIngress, Node, NodeAddress, Service
+
+ProviderId = NewType("ProviderId", str)
+"""A node's `spec.providerID`, e.g. `openstack:///<server uuid>`."""
+
+EventType = Literal["Normal", "Warning"]
+
+
+class _Outcome(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    """Base of every provider result: frozen and msgspec-serialisable."""
+
+
+class ProviderEvent(_Outcome, frozen=True):
+    """An event for the manager to record on the object the call was about."""
+
+    type: EventType
+    reason: str
+    message: str
+
+
+class InstanceMetadata(_Outcome, frozen=True):
+    """What upstream's `InstanceMetadata` returns; the node controller turns it into the
+    providerID, the instance-type / zone / region labels and the node's addresses."""
+
+    provider_id: ProviderId
+    instance_type: str
+    node_addresses: tuple[NodeAddress, ...]
+    zone: str = ""
+    region: str = ""
+    additional_labels: dict[str, str] = {}
+
+
+class LoadBalancerOutcome(_Outcome, frozen=True):
+    """The result of ensuring a Service's load balancer.
+
+    `ingress` becomes `status.loadBalancer.ingress`; `annotations_to_set` are Service
+    annotations the manager patches (upstream's `load-balancer-id` and
+    `load-balancer-address`); `events` are recorded on the Service.
+    """
+
+    ingress: tuple[LoadBalancerIngress, ...]
+    annotations_to_set: dict[str, str] = {}
+    events: tuple[ProviderEvent, ...] = ()
+
+
+class Route(_Outcome, frozen=True):
+    """A pod-network route on the cloud router.
+
+    `target_node_addresses` carries the target Node's addresses (upstream's
+    `TargetNodeAddresses`): the provider takes the next hop from them, so it needs no
+    node informer of its own. `blackhole` marks a route whose next hop no node owns.
+    """
+
+    name: str
+    target_node: str
+    destination_cidr: str
+    blackhole: bool = False
+    target_node_addresses: tuple[NodeAddress, ...] = ()
+
+
+class Instances(Protocol):
+    """Upstream `InstancesV2`. Each call looks at `spec.providerID` first, then the name."""
+
+    def instance_exists(self, *, node: Node) -> bool:
+        """False only when the server is definitely gone (the Node may then be deleted)."""
+        ...
+
+    def instance_shutdown(self, *, node: Node) -> bool:
+        """True when the server is stopped (the Node gets the shutdown taint)."""
+        ...
+
+    def instance_metadata(self, *, node: Node) -> InstanceMetadata:
+        """Raises `InstanceNotFound` when there is no server, `AmbiguousInstance` when the
+        name matches several."""
+        ...
+
+
+class LoadBalancers(Protocol):
+    """Upstream `LoadBalancer`. Every call is idempotent and safe to repeat after a crash."""
+
+    def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
+        """The current ingress of the Service's load balancer, or None when it has none."""
+        ...
+
+    def ensure(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerOutcome:
+        """Create or update. Raises `RetryAfter` while the load balancer is provisioning,
+        `ImplementedElsewhere` when another controller owns the Service."""
+        ...
+
+    def update(self, *, service: Service, nodes: Sequence[Node]) -> tuple[ProviderEvent, ...]:
+        """Bring the backends (members, monitors) in line with `nodes`; nothing else."""
+        ...
+
+    def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
+        """Delete every part of the load balancer; succeeds when it is already gone."""
+        ...
+
+
+class Routes(Protocol):
+    """Upstream `Routes`, for the routes of this cluster on the cloud router."""
+
+    def list(self, *, nodes: Sequence[Node]) -> tuple[Route, ...]:
+        """Every route on the router; `nodes` maps next hops back to node names."""
+        ...
+
+    def create(self, *, name_hint: str, route: Route) -> None:
+        """Add `route` (idempotent). `name_hint` is the node UID, as upstream passes it."""
+        ...
+
+    def delete(self, *, route: Route) -> None:
+        """Remove a route returned by `list` (succeeds when it is already gone)."""
+        ...
+
+
+class Cloud(Protocol):
+    """A provider instance: says which capabilities it offers (None = not offered)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def instances(self) -> Instances | None: ...
+
+    def load_balancers(self) -> LoadBalancers | None: ...
+
+    def routes(self) -> Routes | None: ...
+
+    def close(self) -> None:
+        """Release connections; the process is about to exit."""
+        ...
