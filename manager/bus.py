@@ -1,0 +1,274 @@
+"""The manager's side of the bus: PUB for deltas and heartbeats, ROUTER for everything else.
+
+ZeroMQ sockets belong to one thread, so one thread (`BusServer.run`) owns both, and every
+other thread (informers, writer, elector) hands it frames through an inproc PUSH socket of
+its own. Publishing therefore never waits for a worker: PUB drops frames for a subscriber
+that is past its high-water mark, and that worker sees the gap in sequence numbers and
+asks for a new snapshot (DESIGN §2). A malformed frame is counted and dropped.
+
+The server answers a `Hello` only while this manager leads and its cache has synced;
+otherwise it says why (`Refused`) and the worker asks again. A protocol mismatch is
+refused for good: the worker exits with a clear error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+import zmq
+
+from manager import metrics
+from manager.store import Cache
+from protocol.drops import DropLog
+from protocol.mailbox import Mailbox
+from protocol.messages import (
+    PROTOCOL_VERSION,
+    Ack,
+    ActionFailure,
+    Delta,
+    FailureKind,
+    Heartbeat,
+    Hello,
+    Message,
+    Pause,
+    Refused,
+    Result,
+    Resume,
+    SessionId,
+    Snapshot,
+    Topic,
+    decode,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+WorkerIdentity = bytes
+ResultHandler = Callable[[WorkerIdentity, Result], None]
+
+_PUB = b"pub"
+_ROUTER = b"router"
+
+
+@dataclass(frozen=True)
+class BusSettings:
+    # ipc:// under a 0700 runtime dir by default: one pod, one supervisord (DESIGN §2).
+    pub_address: str
+    router_address: str
+    # Workers treat 3 missed heartbeats as a dead manager, so 1 s bounds detection to ~3 s.
+    heartbeat_interval: float = 1.0
+    # PUB drops past this many queued frames per subscriber: a slow worker resnapshots
+    # instead of growing the manager's memory without bound.
+    send_hwm: int = 200_000
+
+
+@dataclass
+class WorkerState:
+    """What the manager knows of one connected worker (for /healthz, /readyz, metrics)."""
+
+    name: str
+    session: SessionId
+    last_seen: float
+    seqs: dict[Topic, int] = field(default_factory=dict)
+
+
+class BusServer:
+    def __init__(
+        self,
+        *,
+        settings: BusSettings,
+        session: SessionId,
+        cache: Cache,
+        on_result: ResultHandler,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._session = session
+        self._cache = cache
+        self._on_result = on_result
+        self._context = context or zmq.Context.instance()
+        self._outbox: Mailbox[list[bytes]] = Mailbox()
+        self._serving = threading.Event()
+        self._paused = False
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._workers: dict[str, WorkerState] = {}
+        self._drops = DropLog(side="manager")
+        self._thread = threading.Thread(target=self.run, name="bus", daemon=True)
+
+    # --- called from any thread -----------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(10)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def publish(self, delta: Delta) -> None:
+        if not self._serving.is_set():
+            return
+        metrics.BUS_SEQUENCE.labels(topic=delta.topic.value).set(delta.seq)
+        self._push([_PUB, delta.topic.value.encode(), encode(delta)])
+
+    def send(self, identity: WorkerIdentity, message: Message) -> None:
+        self._push([_ROUTER, identity, encode(message)])
+
+    def serve(self, serving: bool) -> None:
+        """Start or stop answering workers (leadership gained or lost)."""
+        if serving:
+            self._serving.set()
+        else:
+            self._serving.clear()
+
+    def pause(self, reason: str) -> None:
+        self._paused = True
+        self._push(
+            [
+                _PUB,
+                Topic.CONTROL.value.encode(),
+                encode(Pause(session=self._session, reason=reason)),
+            ]
+        )
+
+    def resume(self) -> None:
+        self._paused = False
+        self._push([_PUB, Topic.CONTROL.value.encode(), encode(Resume(session=self._session))])
+
+    def workers(self) -> dict[str, WorkerState]:
+        with self._lock:
+            return dict(self._workers)
+
+    # --- the bus thread --------------------------------------------------------------
+
+    def run(self) -> None:
+        pub = self._context.socket(zmq.PUB)
+        pub.setsockopt(zmq.SNDHWM, self._settings.send_hwm)
+        pub.bind(self._settings.pub_address)
+        router = self._context.socket(zmq.ROUTER)
+        router.bind(self._settings.router_address)
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(self._outbox.fileno(), zmq.POLLIN)
+        self._ready.set()
+        next_beat = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                timeout_ms = max(0, int((next_beat - time.monotonic()) * 1000))
+                events = dict(poller.poll(min(timeout_ms, 200)))
+                if self._outbox.fileno() in events:
+                    self._forward(pub, router)
+                if router in events:
+                    self._receive(router)
+                if time.monotonic() >= next_beat:
+                    self._heartbeat(pub)
+                    next_beat = time.monotonic() + self._settings.heartbeat_interval
+        finally:
+            pub.close(linger=0)
+            router.close(linger=0)
+            self._outbox.close()
+
+    def _forward(self, pub: zmq.Socket[bytes], router: zmq.Socket[bytes]) -> None:
+        for kind, address, payload in self._outbox.drain():
+            target = pub if kind == _PUB else router
+            target.send_multipart([address, payload])
+
+    def _receive(self, router: zmq.Socket[bytes]) -> None:
+        while True:
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                self._drops.dropped(ValueError(f"{len(frames)} frames instead of 2"))
+                continue
+            identity, payload = frames
+            try:
+                message = decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                self._drops.dropped(error)
+                continue
+            self._dispatch(identity, message)
+
+    def _dispatch(self, identity: WorkerIdentity, message: Message) -> None:
+        match message:
+            case Hello():
+                self._hello(identity, message)
+            case Heartbeat(worker=name, seqs=seqs, session=session):
+                self._seen(name, session, seqs)
+            case Result():
+                self._seen(message.worker, message.session, None)
+                if self._serving.is_set():
+                    self._on_result(identity, message)
+                else:
+                    failure = ActionFailure(
+                        index=0, kind=FailureKind.NOT_LEADER, message="not leading"
+                    )
+                    self.send(
+                        identity, Ack(session=self._session, id=message.id, failures=(failure,))
+                    )
+            case _:
+                self._drops.dropped(
+                    ValueError(f"unexpected {type(message).__name__} from a worker")
+                )
+
+    def _hello(self, identity: WorkerIdentity, hello: Hello) -> None:
+        self._seen(hello.worker, hello.session, None)
+        if hello.protocol != PROTOCOL_VERSION:
+            reason = f"protocol {hello.protocol} is not the manager's protocol {PROTOCOL_VERSION}"
+            log.error("refused worker %s: %s", hello.worker, reason)
+            self.send(identity, Refused(session=self._session, reason=reason, fatal=True))
+            return
+        if not self._serving.is_set() or not self._cache.synced():
+            reason = "not leading yet" if not self._serving.is_set() else "cache not synced yet"
+            self.send(identity, Refused(session=self._session, reason=reason))
+            return
+        for topic in hello.topics:
+            self.send(identity, self._snapshot(topic))
+
+    def _snapshot(self, topic: Topic) -> Snapshot:
+        if topic is Topic.NODE:
+            seq, nodes = self._cache.nodes.snapshot()
+            return Snapshot(
+                session=self._session, topic=topic, seq=seq, nodes=tuple(nodes), paused=self._paused
+            )
+        seq, services = self._cache.services.snapshot()
+        return Snapshot(
+            session=self._session,
+            topic=topic,
+            seq=seq,
+            services=tuple(services),
+            paused=self._paused,
+        )
+
+    def _seen(self, name: str, session: SessionId, seqs: Mapping[Topic, int] | None) -> None:
+        with self._lock:
+            state = self._workers.get(name)
+            if state is None or state.session != session:
+                state = WorkerState(name=name, session=session, last_seen=time.monotonic())
+                self._workers[name] = state
+            state.last_seen = time.monotonic()
+            if seqs is not None:
+                state.seqs = dict(seqs)
+        if seqs is not None:
+            for topic, seq in seqs.items():
+                lag = self._cache.topic(topic).seq - seq
+                metrics.BUS_WORKER_LAG.labels(worker=name, topic=topic.value).set(max(0, lag))
+
+    def _heartbeat(self, pub: zmq.Socket[bytes]) -> None:
+        beat = Heartbeat(
+            session=self._session,
+            seqs=self._cache.seqs(),
+            paused=self._paused or not self._serving.is_set(),
+        )
+        pub.send_multipart([Topic.CONTROL.value.encode(), encode(beat)])
+
+    def _push(self, frames: list[bytes]) -> None:
+        self._outbox.put(frames)

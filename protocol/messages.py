@@ -1,0 +1,231 @@
+"""Every message that crosses the bus, in one tagged union (STYLE 6).
+
+The bus follows the ZeroMQ Guide's Clone pattern (DESIGN §2): the manager PUBlishes
+sequenced `Delta`s per topic and a `Heartbeat` each second, and answers a worker's `Hello`
+on the ROUTER socket with one `Snapshot` per topic it asked for. Workers send `Result`s on
+their DEALER socket and wait for the manager's `Ack`.
+
+Rules for evolving this module: new fields only with defaults; never remove or retype a
+field without bumping `PROTOCOL_VERSION`. Every message carries its sender's session id,
+so a change of session means the peer restarted. Encoding is msgpack; never pickle.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NewType
+
+import msgspec
+
+from protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeCondition, Service, Taint
+
+PROTOCOL_VERSION = 1
+
+SessionId = NewType("SessionId", str)
+Seq = NewType("Seq", int)
+ResultId = NewType("ResultId", int)
+
+
+class Topic(enum.StrEnum):
+    """A PUB/SUB topic: the first frame of every published message."""
+
+    NODE = "node"
+    SERVICE = "service"
+    # Heartbeats, pause and resume go to every worker whatever it subscribed to.
+    CONTROL = "control"
+
+
+class _Message(msgspec.Struct, frozen=True, tag_field="msg", omit_defaults=True):
+    session: SessionId
+
+
+# --- manager -> workers, on PUB ---------------------------------------------------------
+
+
+class Delta(_Message, frozen=True, tag="delta"):
+    """One change of one object. `obj is None` means the object was deleted."""
+
+    topic: Topic
+    seq: Seq
+    key: str
+    node: Node | None = None
+    service: Service | None = None
+
+
+class Heartbeat(_Message, frozen=True, tag="heartbeat"):
+    """Sent each second; carries each topic's last sequence so a quiet gap is still seen."""
+
+    seqs: dict[Topic, Seq]
+    paused: bool = False
+    # Set when a worker sends it: the manager's /healthz tracks each worker by name.
+    worker: str = ""
+
+
+class Pause(_Message, frozen=True, tag="pause"):
+    """Stop starting syncs (the manager is losing or giving up the lease)."""
+
+    reason: str = ""
+
+
+class Resume(_Message, frozen=True, tag="resume"):
+    """Syncs may start again."""
+
+
+# --- worker <-> manager, on DEALER/ROUTER -----------------------------------------------
+
+
+class Hello(_Message, frozen=True, tag="hello"):
+    worker: str
+    topics: tuple[Topic, ...]
+    protocol: int = PROTOCOL_VERSION
+
+
+class Refused(_Message, frozen=True, tag="refused"):
+    """The manager will not serve this worker now (not leading) or ever (`fatal`)."""
+
+    reason: str
+    fatal: bool = False
+
+
+class Snapshot(_Message, frozen=True, tag="snapshot"):
+    """The whole cache of one topic as of `seq`."""
+
+    topic: Topic
+    seq: Seq
+    nodes: tuple[Node, ...] = ()
+    services: tuple[Service, ...] = ()
+    paused: bool = False
+
+
+# --- actions: what a worker asks the manager to write -----------------------------------
+
+
+class ObjectRef(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What an Event is about."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+
+
+class _Action(msgspec.Struct, frozen=True, tag_field="action", omit_defaults=True):
+    pass
+
+
+class PatchNode(_Action, frozen=True, tag="patch_node"):
+    """Labels (None deletes), providerID (set only if empty), taints added and removed.
+
+    Taint edits are applied to the node's current taints by the writer, with the
+    resourceVersion in the patch so a concurrent taint change conflicts and is retried.
+    """
+
+    name: str
+    labels: dict[str, str | None] = {}
+    provider_id: str = ""
+    add_taints: tuple[Taint, ...] = ()
+    # (key, effect) pairs; an empty effect matches every effect.
+    remove_taints: tuple[tuple[str, str], ...] = ()
+
+
+class PatchNodeStatus(_Action, frozen=True, tag="patch_node_status"):
+    """`nodes/status`: replace the address list and/or merge conditions by type."""
+
+    name: str
+    addresses: tuple[NodeAddress, ...] | None = None
+    conditions: tuple[NodeCondition, ...] = ()
+
+
+class DeleteNode(_Action, frozen=True, tag="delete_node"):
+    """DELETE with a UID precondition, so a re-created Node of the same name survives."""
+
+    name: str
+    uid: str
+
+
+class RecordEvent(_Action, frozen=True, tag="event"):
+    regarding: ObjectRef
+    reason: str
+    message: str
+    type: str = "Normal"
+    component: str = ""
+
+
+class PatchServiceStatus(_Action, frozen=True, tag="patch_service_status"):
+    """`services/status`: the ingress (None leaves it alone) and the cleanup finalizer."""
+
+    namespace: str
+    name: str
+    uid: str
+    ingress: tuple[LoadBalancerIngress, ...] | None = None
+    add_finalizers: tuple[str, ...] = ()
+    remove_finalizers: tuple[str, ...] = ()
+
+
+class PatchServiceAnnotations(_Action, frozen=True, tag="patch_service_annotations"):
+    namespace: str
+    name: str
+    uid: str
+    annotations: dict[str, str | None]
+
+
+Action = (
+    PatchNode
+    | PatchNodeStatus
+    | DeleteNode
+    | RecordEvent
+    | PatchServiceStatus
+    | PatchServiceAnnotations
+)
+
+
+class Result(_Message, frozen=True, tag="result"):
+    """The outcome of one sync: actions to apply, in order."""
+
+    worker: str
+    id: ResultId
+    key: str
+    actions: tuple[Action, ...]
+
+
+class FailureKind(enum.StrEnum):
+    """Why the manager could not apply an action; the worker decides whether to retry."""
+
+    NOT_FOUND = "not_found"  # the object is gone: nothing to retry
+    CONFLICT = "conflict"  # still conflicting after the writer's retries: resync the key
+    PRECONDITION = "precondition"  # a UID precondition failed: the object was re-created
+    FORBIDDEN = "forbidden"  # RBAC: retrying will not help, an operator must
+    INVALID = "invalid"  # the API rejected the content: a bug to report
+    UNAVAILABLE = "unavailable"  # API errors, throttling, timeouts: retry with backoff
+    NOT_LEADER = "not_leader"  # this manager is not (or no longer) the leader
+
+
+class ActionFailure(msgspec.Struct, frozen=True):
+    index: int
+    kind: FailureKind
+    message: str
+
+
+class Ack(_Message, frozen=True, tag="ack"):
+    id: ResultId
+    failures: tuple[ActionFailure, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+Message = Delta | Heartbeat | Pause | Resume | Hello | Refused | Snapshot | Result | Ack
+
+ENCODER = msgspec.msgpack.Encoder()
+DECODER: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)
+
+
+def encode(message: Message) -> bytes:
+    return ENCODER.encode(message)
+
+
+def decode(frame: bytes) -> Message:
+    """Decode one frame; raises `msgspec.DecodeError` (or ValidationError) on a bad one."""
+    return DECODER.decode(frame)

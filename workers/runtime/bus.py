@@ -1,0 +1,327 @@
+"""A worker's side of the bus: SUB for deltas, DEALER for hello/snapshots/results/acks.
+
+The Clone pattern, client half (DESIGN §2): subscribe first, then ask for a snapshot, buffer
+the deltas that arrive meanwhile, and apply those newer than the snapshot. From then on
+every delta must carry the next sequence number of its topic and the manager's session;
+a gap, a new session, a heartbeat announcing deltas we never saw, or 3 s of silence all
+mean the replica can no longer be trusted, so the client asks for a new snapshot (the
+replica emits only the difference, so nothing is lost or replayed twice).
+
+Like the server, one thread owns both sockets; sync threads hand it results through an
+inproc socket and wait on a Future for the manager's `Ack`. Results in flight when the
+manager goes away are failed as `UNAVAILABLE`, so their syncs retry against the next
+manager instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import msgspec
+import zmq
+
+from protocol.drops import DropLog
+from protocol.mailbox import Mailbox
+from protocol.messages import (
+    Ack,
+    Action,
+    ActionFailure,
+    Delta,
+    FailureKind,
+    Heartbeat,
+    Hello,
+    Message,
+    Pause,
+    Refused,
+    Result,
+    ResultId,
+    Resume,
+    Seq,
+    SessionId,
+    Snapshot,
+    Topic,
+    decode,
+    encode,
+)
+from workers.runtime.replica import Replica
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BusClientSettings:
+    pub_address: str
+    router_address: str
+    # The manager beats every second; three missed beats mean it is gone (DESIGN §2).
+    silence_timeout: float = 3.0
+    heartbeat_interval: float = 1.0
+    # How long to wait for snapshots before asking again (a refused or lost hello).
+    hello_retry: float = 1.0
+
+
+class FatalBusError(RuntimeError):
+    """The manager refused this worker for good (protocol mismatch)."""
+
+
+class BusClient:
+    def __init__(
+        self,
+        *,
+        settings: BusClientSettings,
+        worker: str,
+        session: SessionId,
+        topics: tuple[Topic, ...],
+        replica: Replica,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._worker = worker
+        self._session = session
+        self._topics = topics
+        self._replica = replica
+        self._context = context or zmq.Context.instance()
+        self._ids = itertools.count(1)
+        self._pending: dict[ResultId, Future[Ack]] = {}
+        self._pending_lock = threading.Lock()
+        self._outbox: Mailbox[Result] = Mailbox()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self.paused = threading.Event()
+        self.fatal: FatalBusError | None = None
+        self.resnapshots = 0
+        self._drops = DropLog(side="worker")
+        # Sync state, owned by the bus thread.
+        self._manager: SessionId | None = None
+        self._seqs: dict[Topic, Seq] = {}
+        self._awaiting: set[Topic] = set()
+        self._buffer: list[Delta] = []
+        self._last_heard = time.monotonic()
+        self._hello_sent = 0.0
+        self._thread = threading.Thread(target=self._run, name="bus-client", daemon=True)
+
+    # --- any thread -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(10)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    @property
+    def stopped(self) -> bool:
+        return not self._thread.is_alive()
+
+    def submit(self, key: str, actions: tuple[Action, ...]) -> Future[Ack]:
+        """Send a sync's actions to the manager; the Future resolves with its Ack."""
+        result_id = ResultId(next(self._ids))
+        future: Future[Ack] = Future()
+        with self._pending_lock:
+            self._pending[result_id] = future
+        result = Result(
+            session=self._session, worker=self._worker, id=result_id, key=key, actions=actions
+        )
+        self._outbox.put(result)
+        return future
+
+    # --- the bus thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        sub = self._context.socket(zmq.SUB)
+        for topic in (*self._topics, Topic.CONTROL):
+            sub.setsockopt(zmq.SUBSCRIBE, topic.value.encode())
+        sub.connect(self._settings.pub_address)
+        dealer = self._context.socket(zmq.DEALER)
+        # Queue nothing for a manager that is not there: results fail fast instead.
+        dealer.setsockopt(zmq.IMMEDIATE, 1)
+        dealer.connect(self._settings.router_address)
+        poller = zmq.Poller()
+        for sock in (sub, dealer):
+            poller.register(sock, zmq.POLLIN)
+        poller.register(self._outbox.fileno(), zmq.POLLIN)
+        self._ready.set()
+        next_beat = 0.0
+        try:
+            self._resnapshot(dealer, reason="start")
+            while not self._stop.is_set() and self.fatal is None:
+                events = dict(poller.poll(100))
+                if sub in events:
+                    self._drain(sub, dealer, multipart=True)
+                if dealer in events:
+                    self._drain(dealer, dealer, multipart=False)
+                if self._outbox.fileno() in events:
+                    self._send_results(dealer)
+                now = time.monotonic()
+                if now >= next_beat:
+                    self._beat(dealer)
+                    next_beat = now + self._settings.heartbeat_interval
+                self._check_liveness(dealer, now)
+        finally:
+            self._fail_pending("bus client stopped")
+            sub.close(linger=0)
+            dealer.close(linger=0)
+
+    def _drain(
+        self, sock: zmq.Socket[bytes], dealer: zmq.Socket[bytes], *, multipart: bool
+    ) -> None:
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            payload = frames[-1]
+            if len(frames) != (2 if multipart else 1):
+                self._drops.dropped(ValueError(f"{len(frames)} frames"))
+                continue
+            try:
+                message = decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                self._drops.dropped(error)
+                continue
+            self._last_heard = time.monotonic()
+            self._handle(message, dealer)
+
+    def _handle(self, message: Message, dealer: zmq.Socket[bytes]) -> None:
+        match message:
+            case Delta():
+                self._on_delta(message, dealer)
+            case Snapshot():
+                self._on_snapshot(message, dealer)
+            case Heartbeat():
+                self._on_heartbeat(message, dealer)
+            case Ack():
+                self._on_ack(message)
+            case Pause():
+                self.paused.set()
+            case Resume():
+                self.paused.clear()
+            case Refused(reason=reason, fatal=True):
+                log.error("the manager refused this worker: %s", reason)
+                self.fatal = FatalBusError(reason)
+            case Refused(reason=reason):
+                log.info("manager not serving yet (%s); asking again", reason)
+            case _:
+                self._drops.dropped(
+                    ValueError(f"unexpected {type(message).__name__} from the manager")
+                )
+
+    def _on_delta(self, delta: Delta, dealer: zmq.Socket[bytes]) -> None:
+        if self._awaiting:
+            self._buffer.append(delta)
+            return
+        if delta.session != self._manager:
+            self._resnapshot(dealer, reason="manager restarted")
+            return
+        expected = self._seqs.get(delta.topic, Seq(0)) + 1
+        if delta.seq < expected:
+            return
+        if delta.seq > expected:
+            self._resnapshot(
+                dealer, reason=f"gap on {delta.topic.value}: {expected} -> {delta.seq}"
+            )
+            return
+        self._apply(delta)
+
+    def _apply(self, delta: Delta) -> None:
+        self._seqs[delta.topic] = delta.seq
+        self._replica.apply(delta.topic, delta.key, delta.node or delta.service)
+
+    def _on_snapshot(self, snapshot: Snapshot, dealer: zmq.Socket[bytes]) -> None:
+        if snapshot.topic not in self._awaiting:
+            return
+        if self._manager is not None and snapshot.session != self._manager:
+            # Snapshots from two manager sessions must not be mixed.
+            self._awaiting = set(self._topics)
+        self._manager = snapshot.session
+        self._awaiting.discard(snapshot.topic)
+        self._seqs[snapshot.topic] = snapshot.seq
+        self._replica.replace(snapshot.topic, snapshot.nodes or snapshot.services)
+        if snapshot.paused:
+            self.paused.set()
+        if not self._awaiting:
+            self._replay_buffer(dealer)
+
+    def _replay_buffer(self, dealer: zmq.Socket[bytes]) -> None:
+        buffered, self._buffer = self._buffer, []
+        for delta in buffered:
+            if delta.session == self._manager:
+                self._on_delta(delta, dealer)
+        if not self._awaiting:
+            self._replica.synced.set()
+
+    def _on_heartbeat(self, beat: Heartbeat, dealer: zmq.Socket[bytes]) -> None:
+        if beat.paused:
+            self.paused.set()
+        else:
+            self.paused.clear()
+        if self._awaiting:
+            return
+        if beat.session != self._manager:
+            self._resnapshot(dealer, reason="manager restarted")
+            return
+        for topic in self._topics:
+            if beat.seqs.get(topic, Seq(0)) > self._seqs.get(topic, Seq(0)):
+                self._resnapshot(dealer, reason=f"missed deltas on {topic.value}")
+                return
+
+    def _on_ack(self, ack: Ack) -> None:
+        with self._pending_lock:
+            future = self._pending.pop(ack.id, None)
+        if future is not None:
+            future.set_result(ack)
+
+    def _check_liveness(self, dealer: zmq.Socket[bytes], now: float) -> None:
+        if now - self._last_heard > self._settings.silence_timeout:
+            self._fail_pending("the manager went silent")
+            self._last_heard = now
+            self._resnapshot(dealer, reason="manager silent")
+        elif self._awaiting and now - self._hello_sent > self._settings.hello_retry:
+            self._send_hello(dealer)
+
+    def _resnapshot(self, dealer: zmq.Socket[bytes], *, reason: str) -> None:
+        if reason != "start":
+            log.info("asking for a new snapshot: %s", reason)
+            self.resnapshots += 1
+        self._awaiting = set(self._topics)
+        self._buffer = []
+        self._send_hello(dealer)
+
+    def _send_hello(self, dealer: zmq.Socket[bytes]) -> None:
+        self._hello_sent = time.monotonic()
+        hello = Hello(session=self._session, worker=self._worker, topics=self._topics)
+        self._send(dealer, encode(hello))
+
+    def _beat(self, dealer: zmq.Socket[bytes]) -> None:
+        beat = Heartbeat(session=self._session, seqs=dict(self._seqs), worker=self._worker)
+        self._send(dealer, encode(beat))
+
+    def _send_results(self, dealer: zmq.Socket[bytes]) -> None:
+        for result in self._outbox.drain():
+            if not self._send(dealer, encode(result)):
+                self._fail(result.id, "no manager connected")
+
+    def _send(self, dealer: zmq.Socket[bytes], payload: bytes) -> bool:
+        try:
+            dealer.send(payload, zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
+    def _fail(self, result_id: ResultId, message: str) -> None:
+        with self._pending_lock:
+            future = self._pending.pop(result_id, None)
+        if future is not None:
+            failure = ActionFailure(index=0, kind=FailureKind.UNAVAILABLE, message=message)
+            future.set_result(Ack(session=self._session, id=result_id, failures=(failure,)))
+
+    def _fail_pending(self, message: str) -> None:
+        with self._pending_lock:
+            ids = list(self._pending)
+        for result_id in ids:
+            self._fail(result_id, message)

@@ -1,0 +1,81 @@
+"""A worker's replica of the manager's cache, fed by the bus or by a local informer.
+
+Controllers read the replica at sync time (level-triggered, STYLE 4) and learn about
+changes through one listener per replica: `(topic, key, old, new)`, where `old is None`
+is an add and `new is None` a delete. Replacing a whole topic (a snapshot after a gap or
+a restart, or an informer relist) emits only the difference, so a resnapshot neither
+floods the queue nor loses a delete.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+from protocol.messages import Topic
+from protocol.views import Node, Service
+
+Obj = Node | Service
+Listener = Callable[[Topic, str, Obj | None, Obj | None], None]
+
+
+class Replica:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[Topic, dict[str, Obj]] = {Topic.NODE: {}, Topic.SERVICE: {}}
+        self._listeners: list[Listener] = []
+        self.synced = threading.Event()
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def apply(self, topic: Topic, key: str, obj: Obj | None) -> None:
+        with self._lock:
+            objects = self._objects[topic]
+            old = objects.pop(key, None) if obj is None else objects.get(key)
+            if obj is not None:
+                objects[key] = obj
+        if old is not None or obj is not None:
+            self._notify(topic, key, old, obj)
+
+    def replace(self, topic: Topic, objs: Iterable[Obj]) -> None:
+        """Make the topic hold exactly `objs`; notify adds, changes and deletes."""
+        fresh: dict[str, Obj] = {obj.key: obj for obj in objs}
+        with self._lock:
+            previous = self._objects[topic]
+            self._objects[topic] = fresh
+        for key, old in previous.items():
+            new = fresh.get(key)
+            if new is None or _version(new) != _version(old):
+                self._notify(topic, key, old, new)
+        for key, new in fresh.items():
+            if key not in previous:
+                self._notify(topic, key, None, new)
+
+    def node(self, name: str) -> Node | None:
+        with self._lock:
+            obj = self._objects[Topic.NODE].get(name)
+        return obj if isinstance(obj, Node) else None
+
+    def service(self, key: str) -> Service | None:
+        with self._lock:
+            obj = self._objects[Topic.SERVICE].get(key)
+        return obj if isinstance(obj, Service) else None
+
+    def nodes(self) -> list[Node]:
+        with self._lock:
+            return [obj for obj in self._objects[Topic.NODE].values() if isinstance(obj, Node)]
+
+    def services(self) -> list[Service]:
+        with self._lock:
+            return [
+                obj for obj in self._objects[Topic.SERVICE].values() if isinstance(obj, Service)
+            ]
+
+    def _notify(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> None:
+        for listener in self._listeners:
+            listener(topic, key, old, new)
+
+
+def _version(obj: Obj) -> str:
+    return obj.metadata.resource_version
