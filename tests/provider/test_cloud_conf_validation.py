@@ -1,0 +1,99 @@
+"""A bad `cloud.conf` is one line naming file, section and key, and never shows a secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provider.errors import ConfigError
+from provider.openstack.config import load_settings
+
+MINIMAL = "[Global]\nauth-url = http://127.0.0.1:5000/v3\nusername = admin\npassword = s3cret\n"
+
+
+def error_for(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "cloud.conf"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "s3cret" not in message
+    assert message.startswith(str(path))
+    return message
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cloud\.conf: cloud config file does not exist"):
+        load_settings(tmp_path / "cloud.conf", environ={})
+
+
+def test_no_cloud_config_at_all_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="needs --cloud-config"):
+        load_settings(None, environ={})
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            "[LoadBalancer]\nlb-provider = octavia-nope\n",
+            ":6: [LoadBalancer] lb-provider: unknown provider",
+        ),
+        (
+            "[LoadBalancer]\nmonitor-delay = 5\n",
+            ":6: [LoadBalancer] monitor-delay: invalid duration '5'",
+        ),
+        ("[Metadata]\nrequest-timeout = soon\n", "[Metadata] request-timeout: invalid duration"),
+        (
+            "[Networking]\naddress-sort-order = 10.0.0.0/8, 10.0.0.300/24\n",
+            "[Networking] address-sort-order: '10.0.0.300/24' is not a CIDR",
+        ),
+        ("[LoadBalancer]\nlb-version = v1\n", "[LoadBalancer] lb-version: 'v1' is not supported"),
+        (
+            "[LoadBalancer]\ninternal-lb = maybe\n",
+            "[LoadBalancer] internal-lb: 'maybe' is not a boolean",
+        ),
+        (
+            "[LoadBalancer]\nmax-shared-lb = two\n",
+            "[LoadBalancer] max-shared-lb: 'two' is not an integer",
+        ),
+        ("[Metadata]\nsearch-order = configDrive, cloudInit\n", "[Metadata] search-order:"),
+        ("[LoadBalancer]\ncontainer-store = vault\n", "[LoadBalancer] container-store:"),
+        ("[LoadBalancer]\nsubnet-id\n", "[LoadBalancer] subnet-id: missing value"),
+    ],
+)
+def test_an_invalid_value_names_file_section_and_key(
+    tmp_path: Path, extra: str, expected: str
+) -> None:
+    assert expected in error_for(tmp_path, MINIMAL + extra)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[Global]\npassword = "s3cret\n',
+        "[Global]\npassword = s3cret\\q\n",
+        "[Global\npassword = s3cret\n",
+        "password = s3cret\n",
+        "[Global]\n= s3cret\n",
+        "[Global]\npassword s3cret\n",
+    ],
+)
+def test_a_syntax_error_never_quotes_the_line(tmp_path: Path, text: str) -> None:
+    message = error_for(tmp_path, text)
+
+    assert ":" in message
+
+
+def test_without_an_auth_url_the_config_is_refused(tmp_path: Path) -> None:
+    assert "[Global] auth-url: required" in error_for(tmp_path, "[Global]\nusername = a\n")
+
+
+def test_an_unknown_clouds_yaml_cloud_is_named(tmp_path: Path) -> None:
+    clouds = tmp_path / "clouds.yaml"
+    clouds.write_text("clouds:\n  other:\n    auth:\n      auth_url: http://x/v3\n")
+    text = f"[Global]\nuse-clouds = true\nclouds-file = {clouds}\ncloud = mine\n"
+
+    assert "no cloud named 'mine'" in error_for(tmp_path, text)
