@@ -18,31 +18,6 @@ BUS_WORKER_LAG = Gauge(
     ["worker", "topic"],
     multiprocess_mode="livesum",
 )
-INFORMER_EVENTS = Counter(
-    "pyccm_informer_events_total",
-    "Watch events received, by resource and type.",
-    ["resource", "type"],
-)
-INFORMER_RELISTS = Counter(
-    "pyccm_informer_relists_total", "Full relists, by resource and cause.", ["resource", "cause"]
-)
-CACHE_OBJECTS = Gauge(
-    "pyccm_cache_objects",
-    "Objects in the manager's cache.",
-    ["resource"],
-    multiprocess_mode="livesum",
-)
-WRITER_ACTIONS = Counter(
-    "pyccm_writer_actions_total", "Actions applied to the API, by kind.", ["action"]
-)
-WRITER_FAILURES = Counter(
-    "pyccm_writer_failures_total",
-    "Actions that failed after retries, by kind and failure.",
-    ["action", "failure"],
-)
-WRITER_CONFLICTS = Counter(
-    "pyccm_writer_conflict_retries_total", "409 Conflicts retried by the writer.", ["action"]
-)
 LEADER = Gauge(
     "leader_election_master_status",
     "1 while this manager leads, else 0 (upstream name).",

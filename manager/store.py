@@ -52,6 +52,15 @@ class TopicCache(Generic[Obj]):
             self._emit(key, None)
         return True
 
+    def replace(self, objs: list[Obj]) -> None:
+        """After a (re)list: publish what changed and the deletes missed, then mark synced."""
+        listed = {obj.key for obj in objs}
+        for obj in objs:
+            self.upsert(obj)
+        for key in self.keys() - listed:
+            self.delete(key)
+        self.synced.set()
+
     def get(self, key: str) -> Obj | None:
         with self._lock:
             return self._objects.get(key)
