@@ -42,9 +42,10 @@ metrics in one scrape:
   `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds` (histograms with
   upstream's buckets, 10 ns to 10 s).
 
-The two in-flight gauges are refreshed on every `get()` and `done()`; a sync that hangs produces
-neither, so the runner should call `update_unfinished_work_metrics()` periodically (upstream
-refreshes every 0.5 s).
+The in-flight gauges are refreshed on every `get()` and `done()`, and delayed keys are counted in
+the depth once a thread looks at the queue. A hung sync does neither, and while every thread is
+busy nobody looks, so the runner should call `refresh_metrics()` periodically (upstream refreshes
+every 0.5 s).
 """
 
 from __future__ import annotations
@@ -320,10 +321,14 @@ class WorkQueue(Generic[K]):
 
     # -- metrics ------------------------------------------------------------------------------
 
-    def update_unfinished_work_metrics(self) -> None:
-        """Refresh the in-flight gauges; call it periodically so a hung sync shows up."""
+    def refresh_metrics(self) -> None:
+        """Bring the gauges up to date: count delayed keys that are due in the depth and refresh
+        the in-flight ages. Call it periodically so that a hung sync shows up and keys that came
+        due while every thread was busy are counted."""
         with self._lock:
-            self._update_in_flight_gauges(self._clock.now())
+            now = self._clock.now()
+            self._move_due_keys(now)
+            self._update_in_flight_gauges(now)
 
     # -- internals (the lock is held) -----------------------------------------------------------
 
