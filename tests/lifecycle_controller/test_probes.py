@@ -1,0 +1,75 @@
+"""cloud-node-lifecycle decisions against the fake cloud (upstream §1.2)."""
+
+from __future__ import annotations
+
+from protocol.messages import DeleteNode, PatchNode, RecordEvent, Topic
+from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta, Taint
+from provider.errors import CloudError
+from provider.fake import FakeCloud
+from workers.lifecycle.controller import SHUTDOWN_TAINT, LifecycleController, LifecycleSettings
+from workers.runtime.replica import Replica
+
+
+def make_node(name: str, *, ready: str, taints: tuple[Taint, ...] = ()) -> Node:
+    return Node(
+        metadata=OwnerMeta(name=name, uid=f"uid-{name}", resource_version="1"),
+        spec=NodeSpec(taints=taints),
+        status=NodeStatus(conditions=(NodeCondition(type="Ready", status=ready),)),
+    )
+
+
+def sync(node: Node, cloud: FakeCloud) -> tuple[object, ...]:
+    replica = Replica()
+    replica.apply(Topic.NODE, node.name, node)
+    instances = cloud.instances()
+    assert instances is not None
+    return LifecycleController(
+        replica=replica, instances=instances, settings=LifecycleSettings()
+    ).sync(node.name)
+
+
+def test_a_ready_node_costs_no_cloud_call() -> None:
+    cloud = FakeCloud()
+    assert sync(make_node("n1", ready="True"), cloud) == ()
+    assert cloud.calls == []
+
+
+def test_a_ready_node_loses_its_shutdown_taint() -> None:
+    actions = sync(make_node("n1", ready="True", taints=(SHUTDOWN_TAINT,)), FakeCloud())
+    assert actions == (
+        PatchNode(name="n1", remove_taints=((SHUTDOWN_TAINT.key, SHUTDOWN_TAINT.effect),)),
+    )
+
+
+def test_a_not_ready_node_whose_server_is_gone_is_deleted_with_an_event() -> None:
+    event, delete = sync(make_node("gone", ready="Unknown"), FakeCloud())
+    assert isinstance(event, RecordEvent)
+    assert event.reason == "DeletingNode"
+    assert delete == DeleteNode(name="gone", uid="uid-gone")
+
+
+def test_a_shut_down_server_taints_its_node_once() -> None:
+    cloud = FakeCloud()
+    cloud.add_server("n1", internal_ip="10.0.0.10", shutdown=True)
+    assert sync(make_node("n1", ready="False"), cloud) == (
+        PatchNode(name="n1", add_taints=(SHUTDOWN_TAINT,)),
+    )
+    assert sync(make_node("n1", ready="False", taints=(SHUTDOWN_TAINT,)), cloud) == ()
+
+
+def test_a_cloud_error_never_deletes() -> None:
+    cloud = FakeCloud()
+    cloud.fail_next("instance_exists", CloudError("keystone down", status=503))
+    assert sync(make_node("n1", ready="False"), cloud) == ()
+
+
+def test_a_missing_ready_condition_counts_as_not_ready() -> None:
+    node = Node(metadata=OwnerMeta(name="n1", uid="u", resource_version="1"))
+    replica = Replica()
+    replica.apply(Topic.NODE, "n1", node)
+    instances = FakeCloud().instances()
+    assert instances is not None
+    actions = LifecycleController(
+        replica=replica, instances=instances, settings=LifecycleSettings()
+    ).sync("n1")
+    assert isinstance(actions[1], DeleteNode)

@@ -1,0 +1,1 @@
+"""The cloud-node controller: initializes new Nodes from the cloud, refreshes addresses."""

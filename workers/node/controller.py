@@ -1,0 +1,225 @@
+"""cloud-node: upstream §1.1, with a Warning event that says why a node stays uninitialized.
+
+Keys: a node's name runs the initialization path (or, for an initialized node, the
+cheap beta → GA label reconcile with no cloud call); `addresses/<name>` runs the periodic
+address refresh, which the status loop enqueues for every initialized node each
+`--node-status-update-frequency`, so the refresh shares the sync threads and the
+queue's one-sync-per-key rule with initialization.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+
+from protocol.messages import Action, PatchNode, PatchNodeStatus, RecordEvent, Topic
+from protocol.views import Node, NodeAddress
+from provider.errors import AmbiguousInstance, InstanceNotFound, ProviderError
+from provider.interface import InstanceMetadata, Instances
+from workers.node.addresses import (
+    ProvidedNodeIpMismatch,
+    addresses_changed,
+    filter_by_provided_ips,
+    with_hostname,
+)
+from workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
+from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+from workers.runtime.replica import Replica
+
+UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
+COMPONENT = "cloud-node-controller"
+ADDRESSES = "addresses/"
+
+# (beta, GA) label pairs reconciled on initialized nodes.
+BETA_TO_GA = (
+    ("failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone"),
+    ("failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/region"),
+    ("beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type"),
+)
+KUBERNETES_NAMESPACE = re.compile(r"(^|\.)(kubernetes|k8s)\.io/")
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    # Upstream --concurrent-node-syncs default.
+    workers: int = 1
+    # Upstream --node-status-update-frequency: addresses refreshed every 5 minutes.
+    status_update_frequency: float = 300.0
+    # A node stuck uninitialized gets at most one Warning per reason this often.
+    warning_interval: float = 300.0
+
+
+class NodeController:
+    name = "cloud-node"
+    queue_name = "Nodes"
+    topics = (Topic.NODE,)
+    component = COMPONENT
+
+    def __init__(self, *, replica: Replica, instances: Instances, settings: NodeSettings) -> None:
+        self._replica = replica
+        self._instances = instances
+        self._settings = settings
+        self._warned: dict[str, tuple[str, float]] = {}
+        self._warned_lock = threading.Lock()
+
+    def rate_limiter(self) -> RateLimiter[Hashable]:
+        return default_controller_rate_limiter()
+
+    def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
+        # Upstream enqueues on every add and update; deletes need nothing.
+        return (key,) if new is not None else ()
+
+    def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        def refresh() -> None:
+            for node in self._replica.nodes():
+                if not node.has_taint(UNINITIALIZED_TAINT):
+                    enqueue(ADDRESSES + node.name)
+
+        return [Periodic(name="status", period=self._settings.status_update_frequency, run=refresh)]
+
+    def sync(self, key: str) -> tuple[Action, ...]:
+        name = key.removeprefix(ADDRESSES)
+        node = self._replica.node(name)
+        if node is None:
+            return ()
+        if key.startswith(ADDRESSES):
+            return self._refresh_addresses(node)
+        if not node.has_taint(UNINITIALIZED_TAINT):
+            return reconcile_labels(node)
+        return self._initialize(node)
+
+    # --- initialization -------------------------------------------------------------
+
+    def _initialize(self, node: Node) -> tuple[Action, ...]:
+        try:
+            metadata = self._instances.instance_metadata(node=node)
+            return (*initialize(node, metadata), self._synced_event(node))
+        except (ProviderError, ProvidedNodeIpMismatch, MissingProviderId) as error:
+            warning = self._warning(node, error)
+            raise SyncFailed(str(error), actions=warning) from error
+
+    def _synced_event(self, node: Node) -> RecordEvent:
+        with self._warned_lock:
+            self._warned.pop(node.name, None)
+        return RecordEvent(
+            regarding=node_ref(node),
+            reason="Synced",
+            message="Node synced successfully",
+            component=COMPONENT,
+        )
+
+    def _warning(self, node: Node, error: Exception) -> tuple[Action, ...]:
+        message = f"cannot initialize the node: {why(error)}"
+        now = time.monotonic()
+        with self._warned_lock:
+            last = self._warned.get(node.name)
+            if (
+                last is not None
+                and last[0] == message
+                and now - last[1] < self._settings.warning_interval
+            ):
+                return ()
+            self._warned[node.name] = (message, now)
+        event = RecordEvent(
+            regarding=node_ref(node),
+            reason="FailedToInitializeNode",
+            message=message,
+            type="Warning",
+            component=COMPONENT,
+        )
+        return (event,)
+
+    # --- periodic address refresh ---------------------------------------------------
+
+    def _refresh_addresses(self, node: Node) -> tuple[Action, ...]:
+        try:
+            metadata = self._instances.instance_metadata(node=node)
+        except ProviderError:
+            # Upstream logs and skips the node until the next period.
+            return ()
+        addresses = desired_addresses(node, metadata.node_addresses)
+        if addresses is None or not addresses_changed(node.status.addresses, addresses):
+            return ()
+        return (PatchNodeStatus(name=node.name, addresses=addresses),)
+
+
+class MissingProviderId(ValueError):
+    pass
+
+
+def initialize(node: Node, metadata: InstanceMetadata) -> tuple[Action, ...]:
+    """The patch that initializes `node` from the cloud's metadata, then its addresses."""
+    provider_id = metadata.provider_id or node.spec.provider_id
+    if not provider_id:
+        raise MissingProviderId("the cloud provider does not set the node's provider ID")
+    addresses = desired_addresses(node, metadata.node_addresses, strict=True)
+    patch = PatchNode(
+        name=node.name,
+        labels=initial_labels(node, metadata),
+        provider_id="" if node.spec.provider_id else provider_id,
+        remove_taints=((UNINITIALIZED_TAINT, ""),),
+    )
+    status = () if addresses is None else (PatchNodeStatus(name=node.name, addresses=addresses),)
+    return (patch, *status)
+
+
+def initial_labels(node: Node, metadata: InstanceMetadata) -> dict[str, str | None]:
+    labels: dict[str, str | None] = {}
+    for value, keys in (
+        (
+            metadata.instance_type,
+            ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type"),
+        ),
+        (metadata.zone, ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")),
+        (
+            metadata.region,
+            ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region"),
+        ),
+    ):
+        if value:
+            labels.update(dict.fromkeys(keys, value))
+    for key, value in metadata.additional_labels.items():
+        # No labels in Kubernetes namespaces from a cloud, and never overwrite a label.
+        if not KUBERNETES_NAMESPACE.search(key) and key not in node.metadata.labels:
+            labels[key] = value
+    return labels
+
+
+def desired_addresses(
+    node: Node, cloud: tuple[NodeAddress, ...], *, strict: bool = False
+) -> tuple[NodeAddress, ...] | None:
+    """The addresses to write, or None when the cloud gave none (nothing to write).
+
+    During initialization (`strict`) a provided-node-ip mismatch is an error; during the
+    periodic refresh the node is just skipped, as upstream.
+    """
+    if not cloud:
+        return None
+    try:
+        return filter_by_provided_ips(node, with_hostname(node, cloud))
+    except ProvidedNodeIpMismatch:
+        if strict:
+            raise
+        return None
+
+
+def reconcile_labels(node: Node) -> tuple[Action, ...]:
+    """Copy beta labels to their GA names where the GA label is missing or differs."""
+    labels = node.metadata.labels
+    fixes: dict[str, str | None] = {
+        ga: labels[beta]
+        for beta, ga in BETA_TO_GA
+        if beta in labels and labels.get(ga) != labels[beta]
+    }
+    return (PatchNode(name=node.name, labels=fixes),) if fixes else ()
+
+
+def why(error: Exception) -> str:
+    if isinstance(error, InstanceNotFound):
+        return f"no server found for it in the cloud ({error})"
+    if isinstance(error, AmbiguousInstance):
+        return f"several servers match its name ({error})"
+    return str(error)

@@ -1,0 +1,70 @@
+"""What a controller is, to the runtime (STYLE 2: one controller, one package, one skeleton).
+
+A controller says which topics it needs, how a change maps to keys, how to sync one key,
+and which periodic tasks it wants. The runtime does the rest: replica, queue, threads,
+backoff, transport to the manager, metrics. A sync reads the replica, calls the provider,
+and returns the actions the manager should apply; it raises `provider.errors.RetryAfter`
+to be called again after a fixed delay, and any other exception to back off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from protocol.messages import Action, ObjectRef, Topic
+from protocol.views import Node, Service
+from workers.runtime.ratelimit import RateLimiter
+
+Obj = Node | Service
+
+
+class SyncFailed(Exception):
+    """A sync that failed but still has something to say (a Warning event): the runner
+    delivers `actions`, then backs the key off like any other failure."""
+
+    def __init__(self, message: str, *, actions: tuple[Action, ...]) -> None:
+        super().__init__(message)
+        self.actions = actions
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A task run every `period` seconds (sliding: the next run starts a period after the
+    previous one ended), on its own thread; it usually just enqueues keys."""
+
+    name: str
+    period: float
+    run: Callable[[], None]
+
+
+class Controller(Protocol):
+    # Canonical short name (`cloud-node`, ...): process name, metric label, --controllers.
+    name: str
+    # The workqueue's name in metrics (upstream's: `Nodes`, `service`, `Routes`).
+    queue_name: str
+    topics: tuple[Topic, ...]
+    # The `component` of this controller's Events (upstream's names).
+    component: str
+
+    def rate_limiter(self) -> RateLimiter[Hashable]: ...
+
+    def keys_for(
+        self, topic: Topic, key: str, old: Obj | None, new: Obj | None
+    ) -> Iterable[str]: ...
+
+    def sync(self, key: str) -> tuple[Action, ...]: ...
+
+    def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]: ...
+
+
+def node_ref(node: Node) -> ObjectRef:
+    """What an Event about `node` points at."""
+    return ObjectRef(kind="Node", name=node.name, uid=node.metadata.uid)
+
+
+def service_ref(service: Service) -> ObjectRef:
+    return ObjectRef(
+        kind="Service", name=service.name, namespace=service.namespace, uid=service.metadata.uid
+    )

@@ -1,0 +1,182 @@
+"""Runs one controller: replica changes → keys → N sync threads → results → acks.
+
+A sync thread takes a key from the work queue (which guarantees one sync per key at a
+time and re-runs a key that changed meanwhile), calls `controller.sync(key)`, sends the
+returned actions to the manager and waits for its ack. The outcome decides the key's
+fate: success forgets its backoff; `RetryAfter` comes back after exactly the delay asked
+for (without growing the backoff); any other error, or an ack with a retryable failure,
+goes through the controller's rate limiter. While the manager says "pause" (it is losing
+or giving up the lease), no sync starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Hashable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import Counter, Histogram
+
+from protocol.messages import Ack, Action, FailureKind, Topic
+from provider.errors import RetryAfter
+from workers.runtime.controller import Controller, Obj, Periodic, SyncFailed
+from workers.runtime.queue import WorkQueue
+from workers.runtime.replica import Replica
+
+log = logging.getLogger(__name__)
+
+SYNCS = Counter("pyccm_sync_total", "Syncs by controller and outcome.", ["controller", "outcome"])
+SYNC_SECONDS = Histogram(
+    "pyccm_sync_duration_seconds",
+    "Time in controller.sync (cloud calls included, ack excluded).",
+    ["controller"],
+    buckets=(0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+# Failures that retrying the same actions may fix; the others are final for this version
+# of the object (it is gone, was re-created, or the API rejects the write for good).
+RETRYABLE = frozenset({FailureKind.CONFLICT, FailureKind.UNAVAILABLE, FailureKind.NOT_LEADER})
+
+
+class Transport(Protocol):
+    """The way results reach Kubernetes: the bus, or an in-process writer (standalone)."""
+
+    paused: threading.Event
+
+    def submit(self, key: str, actions: tuple[Action, ...]) -> Future[Ack]: ...
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    workers: int = 1
+    # The manager acks within milliseconds; a minute without one means it is gone, and
+    # the bus client fails the result sooner on silence anyway.
+    ack_timeout: float = 60.0
+
+
+class Runner:
+    def __init__(
+        self,
+        *,
+        controller: Controller,
+        replica: Replica,
+        transport: Transport,
+        settings: RunnerSettings,
+    ) -> None:
+        self.controller = controller
+        self._replica = replica
+        self._transport = transport
+        self._settings = settings
+        self.queue: WorkQueue[Hashable] = WorkQueue(
+            name=controller.queue_name,
+            controller=controller.name,
+            rate_limiter=controller.rate_limiter(),
+        )
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        replica.listen(self._on_change)
+
+    def start(self) -> None:
+        for index in range(self._settings.workers):
+            self._spawn(f"{self.controller.name}-sync-{index}", self._work)
+        for periodic in self.controller.periodics(self.queue.add):
+            self._spawn(
+                f"{self.controller.name}-{periodic.name}", lambda p=periodic: self._every(p)
+            )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.queue.shutdown_with_drain(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _spawn(self, name: str, target: object) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
+        thread.start()
+        self._threads.append(thread)
+
+    def _on_change(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> None:
+        for queued in self.controller.keys_for(topic, key, old, new):
+            self.queue.add(queued)
+
+    def _every(self, periodic: Periodic) -> None:
+        # The first run waits for the replica so it does not act on an empty cache.
+        self._replica.synced.wait()
+        while not self._stop.is_set():
+            try:
+                periodic.run()
+            except Exception:
+                log.exception("%s: periodic %s failed", self.controller.name, periodic.name)
+            self._stop.wait(periodic.period)
+
+    def _work(self) -> None:
+        while (key := self.queue.get()) is not None:
+            try:
+                self._wait_while_paused()
+                self._process(str(key))
+            finally:
+                self.queue.done(key)
+
+    def _wait_while_paused(self) -> None:
+        while self._transport.paused.is_set() and not self._stop.is_set():
+            time.sleep(0.1)
+
+    def _process(self, key: str) -> None:
+        name = self.controller.name
+        started = time.monotonic()
+        try:
+            actions = self.controller.sync(key)
+        except SyncFailed as failed:
+            SYNCS.labels(controller=name, outcome="error").inc()
+            log.warning("%s: sync of %s failed: %s", name, key, failed)
+            if failed.actions:
+                self._deliver(key, failed.actions)
+            self.queue.add_rate_limited(key)
+            return
+        except RetryAfter as retry:
+            SYNCS.labels(controller=name, outcome="retry_after").inc()
+            self.queue.add_after(key, retry.delay)
+            return
+        except Exception as error:
+            SYNCS.labels(controller=name, outcome="error").inc()
+            log.warning("%s: sync of %s failed: %s", name, key, error)
+            self.queue.add_rate_limited(key)
+            return
+        finally:
+            SYNC_SECONDS.labels(controller=name).observe(time.monotonic() - started)
+        if actions and not self._deliver(key, actions):
+            SYNCS.labels(controller=name, outcome="write_failed").inc()
+            self.queue.add_rate_limited(key)
+            return
+        SYNCS.labels(controller=name, outcome="ok").inc()
+        self.queue.forget(key)
+
+    def _deliver(self, key: str, actions: tuple[Action, ...]) -> bool:
+        """Send the actions; True when nothing is left that a retry could fix."""
+        try:
+            ack = self._transport.submit(key, actions).result(timeout=self._settings.ack_timeout)
+        except FutureTimeout:
+            log.warning(
+                "%s: no ack for %s within %.0fs",
+                self.controller.name,
+                key,
+                self._settings.ack_timeout,
+            )
+            return False
+        for failure in ack.failures:
+            level = logging.INFO if failure.kind is FailureKind.NOT_FOUND else logging.WARNING
+            log.log(
+                level,
+                "%s: %s: action %d failed (%s): %s",
+                self.controller.name,
+                key,
+                failure.index,
+                failure.kind.value,
+                failure.message,
+            )
+        return not any(f.kind in RETRYABLE for f in ack.failures)
