@@ -1,8 +1,8 @@
 """The OpenStack provider: Keystone, Nova, Neutron and Octavia through openstacksdk.
 
 `create_cloud` is the registry's factory (`--cloud-provider openstack`). It reads and
-validates `cloud.conf` at once (a bad file is a `ConfigError`, exit code 2) and connects
-lazily, on the first cloud call.
+validates `cloud.conf` at once (a bad file is a `ConfigError`, exit code 2) and builds the
+process's one Connection, which authenticates lazily, on the first cloud call.
 """
 
 from __future__ import annotations
@@ -10,11 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from provider.interface import Cloud
+    from provider.openstack.cloud import OpenStackCloud
     from provider.settings import ProviderSettings
 
 
-def create_cloud(*, settings: ProviderSettings) -> Cloud:
-    from provider.errors import NotSupported
+def create_cloud(*, settings: ProviderSettings) -> OpenStackCloud:
+    from provider.openstack.client import build_client
+    from provider.openstack.cloud import OpenStackCloud
+    from provider.openstack.config import load_settings
 
-    raise NotSupported("the openstack provider is being built")
+    openstack_settings = load_settings(settings.cloud_config)
+    client = build_client(settings=openstack_settings, provider_settings=settings)
+    return OpenStackCloud(client=client, settings=openstack_settings, provider_settings=settings)

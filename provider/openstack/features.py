@@ -1,0 +1,117 @@
+"""What this cloud can do: Octavia's API version and Neutron's extensions, read once.
+
+Upstream reads the Octavia root document once per process and takes the **last** entry's
+id (`v2.27`) as the API version (reference §3.3); an unreadable document means every
+feature is off. Neutron extensions decide whether routes are offered and how they are
+written (`extraroute-atomic`, `allowed-address-pairs`). Both are cached for the life of
+the process, like upstream; a restart picks up an upgraded cloud.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from provider.errors import ProviderError
+from provider.openstack.client import OpenStackClient
+from provider.openstack.resources import ExtensionList
+
+log = logging.getLogger(__name__)
+
+_VERSION_ID = re.compile(r"^v(\d+)\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class OctaviaFeatures:
+    """Octavia feature gates by API version; `ovn` turns several off (reference §3.3)."""
+
+    version: tuple[int, int] | None
+    lb_provider: str = "amphora"
+
+    def _at_least(self, minor: int, *, ovn_allowed: bool = False) -> bool:
+        if self.version is None or (self.lb_provider == "ovn" and not ovn_allowed):
+            return False
+        return self.version >= (2, minor)
+
+    @property
+    def tags(self) -> bool:
+        return self._at_least(5, ovn_allowed=True)
+
+    @property
+    def timeouts(self) -> bool:
+        return self._at_least(1)
+
+    @property
+    def flavors(self) -> bool:
+        return self._at_least(6)
+
+    @property
+    def vip_acl(self) -> bool:
+        return self._at_least(12)
+
+    @property
+    def availability_zones(self) -> bool:
+        return self._at_least(14)
+
+    @property
+    def http_monitors_on_udp(self) -> bool:
+        return self._at_least(16)
+
+
+def parse_version_list(content: bytes) -> tuple[int, int] | None:
+    """The last `vX.Y` id of a version document (`{"versions": [...]}` or `.values`)."""
+    try:
+        document: Any = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return None
+    versions = document.get("versions") if isinstance(document, dict) else None
+    if isinstance(versions, dict):
+        versions = versions.get("values")
+    if not isinstance(versions, list) or not versions or not isinstance(versions[-1], dict):
+        return None
+    match = _VERSION_ID.match(str(versions[-1].get("id", "")))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+class CloudFeatures:
+    """Lazily read, then cached, feature facts for one client."""
+
+    def __init__(self, client: OpenStackClient) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._extensions: frozenset[str] | None = None
+        self._octavia: tuple[int, int] | bool | None = False  # False = not read yet
+
+    def neutron_extensions(self) -> frozenset[str]:
+        """Aliases of Neutron's extensions (a CloudError propagates: the caller retries)."""
+        with self._lock:
+            if self._extensions is None:
+                listing = self._client.call_json(
+                    ExtensionList, "network", "GET", "/extensions", request="extension_list"
+                )
+                self._extensions = frozenset(e.alias for e in listing.extensions)
+            return self._extensions
+
+    def octavia_version(self) -> tuple[int, int] | None:
+        """Octavia's API version from its root document; None when unreadable."""
+        with self._lock:
+            if self._octavia is False:
+                self._octavia = self._read_octavia_version()
+            return self._octavia if not isinstance(self._octavia, bool) else None
+
+    def octavia(self, *, lb_provider: str) -> OctaviaFeatures:
+        return OctaviaFeatures(version=self.octavia_version(), lb_provider=lb_provider)
+
+    def _read_octavia_version(self) -> tuple[int, int] | None:
+        try:
+            root = self._client.service_root("load-balancer")
+            content = self._client.call("load-balancer", "GET", root, request="version_list")
+        except ProviderError as exc:
+            log.warning("Octavia version list unreadable, all load-balancer features off: %s", exc)
+            return None
+        return parse_version_list(content)

@@ -1,0 +1,242 @@
+"""Upstream's InstancesV2 on Nova and Neutron (reference §2), with one fix.
+
+* providerID `openstack:///<uuid>` or `openstack://<region>/<uuid>`; a value without a
+  scheme is read as `openstack://<value>`, and a bare server UUID is accepted too;
+* without a providerID the server is looked up by name with Nova's regex filter, anchored
+  (`^name$`): several hits are `AmbiguousInstance`, none is `InstanceNotFound`. **Better
+  than upstream**, which returns a generic error there, so a Node whose server was deleted
+  before it got a providerID is never cleaned up (upstream #2999, #3114);
+* only `SHUTOFF` is "shut down";
+* instance type from the flavor: `original_name` (embedded by Nova ≥ 2.47), else the
+  flavor's name, else its id; zone from the server's AZ, sanitised into a label value;
+  region from `[Global] region`; addresses by `provider.openstack.addresses`.
+
+Calls per metadata lookup: GET server + GET ports (+ 2 per trunk subport). Upstream also
+GETs the flavor, because gophercloud sends no compute microversion; this provider asks
+for microversion 2.47 when Nova offers it, so the flavor's name comes with the server.
+Where it must GET a flavor, the answer is cached: flavors are immutable in Nova.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from protocol.views import Node
+from provider.errors import (
+    AmbiguousInstance,
+    CloudError,
+    CloudNotFound,
+    InstanceNotFound,
+    InvalidProviderId,
+    ProviderError,
+)
+from provider.interface import InstanceMetadata, ProviderId
+from provider.openstack.addresses import node_addresses
+from provider.openstack.client import OpenStackClient
+from provider.openstack.config import OpenStackSettings
+from provider.openstack.resources import (
+    FlavorEnvelope,
+    NetworkEnvelope,
+    Port,
+    PortEnvelope,
+    PortList,
+    Server,
+    ServerEnvelope,
+    ServerList,
+)
+
+SCHEME = "openstack"
+_PROVIDER_ID = re.compile(r"^openstack://([^/]*)/([^/]+)$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_ZONE_BAD_RUNS = re.compile(r"[^-A-Za-z0-9_.]+")
+# Nova ≥ 2.47 embeds the flavor (with `original_name`) in the server.
+FLAVOR_MICROVERSION = (2, 47)
+# Go's regexp.QuoteMeta set: Nova matches `name` as a regex.
+_REGEX_SPECIALS = set("\\.+*?()|[]{}^$")
+
+
+def quote_meta(text: str) -> str:
+    return "".join("\\" + c if c in _REGEX_SPECIALS else c for c in text)
+
+
+def parse_provider_id(provider_id: str) -> tuple[str, str]:
+    """(region, server id) of a providerID; InvalidProviderId when it is not ours."""
+    value = provider_id.strip()
+    if "://" not in value:
+        # A bare UUID, or `<region>/<uuid>` / `/<uuid>` without the scheme.
+        value = f"{SCHEME}:///{value}" if "/" not in value else f"{SCHEME}://{value}"
+    match = _PROVIDER_ID.match(value)
+    if match is None:
+        raise InvalidProviderId(
+            f"providerID {provider_id!r} is not openstack://[<region>]/<server id>"
+        )
+    return match.group(1), match.group(2)
+
+
+def sanitize_zone(zone: str) -> str:
+    """An availability zone as a label value: bad runs → `-`, trimmed, at most 63 chars."""
+    return _ZONE_BAD_RUNS.sub("-", zone).strip("-_.")[:63]
+
+
+def is_label_value(text: str) -> bool:
+    return len(text) <= 63 and _LABEL_VALUE.match(text) is not None
+
+
+def _microversion_tuple(text: str | None) -> tuple[int, int]:
+    major, _, minor = (text or "0.0").partition(".")
+    return (int(major or 0), int(minor or 0))
+
+
+class OpenStackInstances:
+    def __init__(self, *, client: OpenStackClient, settings: OpenStackSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._flavor_names: dict[str, str] = {}
+        self._microversion: str | bool | None = False  # False = not negotiated yet
+
+    # --- InstancesV2 ---------------------------------------------------------------------------
+    def instance_exists(self, *, node: Node) -> bool:
+        try:
+            self._server(node)
+        except InstanceNotFound:
+            return False
+        return True
+
+    def instance_shutdown(self, *, node: Node) -> bool:
+        return self._server(node).status == "SHUTOFF"
+
+    def instance_metadata(self, *, node: Node) -> InstanceMetadata:
+        server = self._server(node)
+        ports = self._ports(server.id)
+        addresses = node_addresses(
+            server=server,
+            ports=ports,
+            subport_addresses=self._subport_addresses(ports),
+            networking=self._settings.networking,
+        )
+        region = self._settings.global_.region
+        prefix = f"{SCHEME}://{region}/" if self._settings.regional else f"{SCHEME}:///"
+        return InstanceMetadata(
+            provider_id=ProviderId(prefix + server.id),
+            instance_type=self._instance_type(server),
+            node_addresses=addresses,
+            zone=sanitize_zone(server.availability_zone),
+            region=region,
+        )
+
+    # --- lookups ----------------------------------------------------------------------------------
+    def _server(self, node: Node) -> Server:
+        if not node.spec.provider_id:
+            return self._server_by_name(node.name)
+        region, server_id = parse_provider_id(node.spec.provider_id)
+        configured = self._settings.global_.region
+        if region and region != configured:
+            raise InvalidProviderId(
+                f"providerID {node.spec.provider_id!r} names region {region!r}, not {configured!r}"
+            )
+        try:
+            envelope = self._client.call_json(
+                ServerEnvelope,
+                "compute",
+                "GET",
+                f"/servers/{server_id}",
+                request="server_get",
+                microversion=self._compute_microversion(),
+            )
+        except CloudNotFound as exc:
+            raise InstanceNotFound(f"server {server_id} of node {node.name} not found") from exc
+        return envelope.server
+
+    def _server_by_name(self, name: str) -> Server:
+        listing = self._client.call_json(
+            ServerList,
+            "compute",
+            "GET",
+            "/servers/detail",
+            request="server_list",
+            params={"name": f"^{quote_meta(name)}$"},
+            microversion=self._compute_microversion(),
+        )
+        if not listing.servers:
+            raise InstanceNotFound(f"no server named {name!r}")
+        if len(listing.servers) > 1:
+            raise AmbiguousInstance(f"{len(listing.servers)} servers are named {name!r}")
+        return listing.servers[0]
+
+    def _compute_microversion(self) -> str | None:
+        """2.47 when Nova offers it (read from version discovery once), else none."""
+        with self._lock:
+            if self._microversion is False:
+                self._microversion = self._negotiate_microversion()
+            return self._microversion if isinstance(self._microversion, str) else None
+
+    def _negotiate_microversion(self) -> str | None:
+        from keystoneauth1 import exceptions as ksa_exceptions
+
+        try:
+            data = self._client.proxy("compute").get_endpoint_data()
+        except ksa_exceptions.ClientException:
+            return None
+        highest = _microversion_tuple(
+            str(data.max_microversion) if data and data.max_microversion else None
+        )
+        return "2.47" if highest >= FLAVOR_MICROVERSION else None
+
+    def _ports(self, server_id: str) -> list[Port]:
+        listing = self._client.call_json(
+            PortList,
+            "network",
+            "GET",
+            "/ports",
+            request="port_list",
+            params={"device_id": server_id},
+        )
+        return listing.ports
+
+    def _subport_addresses(self, ports: list[Port]) -> dict[str, list[str]]:
+        """Fixed IPs of trunk subports by network name. Failures are skipped, as upstream."""
+        found: dict[str, list[str]] = {}
+        for port in ports:
+            for sub in port.trunk_details.sub_ports if port.trunk_details else []:
+                try:
+                    subport = self._client.call_json(
+                        PortEnvelope, "network", "GET", f"/ports/{sub.port_id}", request="port_get"
+                    ).port
+                    network = self._client.call_json(
+                        NetworkEnvelope,
+                        "network",
+                        "GET",
+                        f"/networks/{subport.network_id}",
+                        request="network_get",
+                    ).network
+                except ProviderError:
+                    continue
+                found.setdefault(network.name, []).extend(ip.ip_address for ip in subport.fixed_ips)
+        return found
+
+    def _instance_type(self, server: Server) -> str:
+        flavor = server.flavor
+        if flavor is None or not (flavor.original_name or flavor.id):
+            raise CloudError(f"server {server.id} has no flavor", retryable=False)
+        if flavor.original_name and is_label_value(flavor.original_name):
+            return flavor.original_name
+        if not flavor.id:
+            raise CloudError(
+                f"server {server.id}: flavor name is not a label value", retryable=False
+            )
+        return self._flavor_name(flavor.id)
+
+    def _flavor_name(self, flavor_id: str) -> str:
+        with self._lock:
+            cached = self._flavor_names.get(flavor_id)
+        if cached is not None:
+            return cached
+        envelope = self._client.call_json(
+            FlavorEnvelope, "compute", "GET", f"/flavors/{flavor_id}", request="flavor_get"
+        )
+        name = envelope.flavor.name if is_label_value(envelope.flavor.name) else flavor_id
+        with self._lock:
+            self._flavor_names[flavor_id] = name
+        return name

@@ -1,0 +1,150 @@
+"""The pieces of the cloud API discipline that need no cloud: the token bucket on a fake
+clock, Retry-After parsing, the Octavia version list, the keystoneauth arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from provider.openstack.client import TokenBucket, auth_arguments, retry_after_seconds
+from provider.openstack.config import GlobalSettings
+from provider.openstack.features import OctaviaFeatures, parse_version_list
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_the_bucket_lets_a_burst_through_then_paces_at_the_rate() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=2.0, burst=3, clock=clock, sleep=clock.sleep)
+
+    waits = [bucket.acquire() for _ in range(6)]
+
+    assert waits[:3] == [0.0, 0.0, 0.0]
+    assert waits[3:] == pytest.approx([0.5, 0.5, 0.5])
+
+
+def test_the_bucket_refills_while_idle_but_never_above_the_burst() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=1.0, burst=2, clock=clock, sleep=clock.sleep)
+    for _ in range(2):
+        bucket.acquire()
+
+    clock.now += 60
+    waits = [bucket.acquire() for _ in range(3)]
+
+    assert waits == pytest.approx([0.0, 0.0, 1.0])
+
+
+def test_waiters_queue_on_credit_instead_of_waking_together() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=1.0, burst=1, clock=clock, sleep=lambda s: None)
+    bucket.acquire()
+
+    # Three callers arrive at the same instant: each waits one period longer than the last.
+    assert [bucket.acquire() for _ in range(3)] == pytest.approx([1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("7", 7.0), (None, None), ("soon", None), ("Sat, 21 Nov 2026 06:00:30 GMT", 30.0)],
+)
+def test_retry_after_is_seconds_or_an_http_date(header: str | None, seconds: float | None) -> None:
+    now = 1795240800.0  # Sat, 21 Nov 2026 06:00:00 GMT
+    assert retry_after_seconds(header, now=now) == seconds
+
+
+def test_the_octavia_version_is_the_last_entry_of_its_list() -> None:
+    body = b'{"versions": [{"id": "v2.0"}, {"id": "v2.5"}, {"id": "v2.27", "status": "CURRENT"}]}'
+
+    assert parse_version_list(body) == (2, 27)
+    assert parse_version_list(b'{"versions": {"values": [{"id": "v2.4"}]}}') == (2, 4)
+    assert parse_version_list(b"not json") is None
+
+
+@pytest.mark.parametrize(
+    ("version", "provider", "expected"),
+    [
+        (
+            (2, 27),
+            "amphora",
+            {
+                "tags",
+                "timeouts",
+                "flavors",
+                "vip_acl",
+                "availability_zones",
+                "http_monitors_on_udp",
+            },
+        ),
+        ((2, 27), "ovn", {"tags"}),
+        ((2, 11), "amphora", {"tags", "timeouts", "flavors"}),
+        ((2, 4), "amphora", {"timeouts"}),
+        (None, "amphora", set()),
+    ],
+)
+def test_octavia_features_are_gated_by_version_and_provider(
+    version: tuple[int, int] | None, provider: str, expected: set[str]
+) -> None:
+    features = OctaviaFeatures(version=version, lb_provider=provider)
+    names = ["tags", "timeouts", "flavors", "vip_acl", "availability_zones", "http_monitors_on_udp"]
+
+    assert {name for name in names if getattr(features, name)} == expected
+
+
+def test_password_auth_fills_user_and_project_domains_from_domain_name() -> None:
+    settings = GlobalSettings(
+        auth_url="http://k/v3", username="u", password="p", tenant_name="t", domain_name="Default"
+    )
+
+    assert auth_arguments(settings) == (
+        "v3password",
+        {
+            "auth_url": "http://k/v3",
+            "username": "u",
+            "password": "p",
+            "user_domain_name": "Default",
+            "project_name": "t",
+            "project_domain_name": "Default",
+        },
+    )
+
+
+def test_application_credentials_win_and_need_no_project() -> None:
+    settings = GlobalSettings(
+        auth_url="http://k/v3",
+        username="u",
+        password="p",
+        tenant_name="t",
+        application_credential_id="ac",
+        application_credential_secret="shh",
+    )
+
+    assert auth_arguments(settings) == (
+        "v3applicationcredential",
+        {
+            "auth_url": "http://k/v3",
+            "application_credential_id": "ac",
+            "application_credential_secret": "shh",
+        },
+    )
+
+
+def test_trust_auth_uses_the_trustee() -> None:
+    settings = GlobalSettings(
+        auth_url="http://k/v3", trust_id="tr", trustee_id="tu", trustee_password="tp"
+    )
+
+    assert auth_arguments(settings) == (
+        "v3password",
+        {"auth_url": "http://k/v3", "user_id": "tu", "password": "tp", "trust_id": "tr"},
+    )
