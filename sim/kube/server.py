@@ -1,0 +1,523 @@
+"""The HTTP face of the simulator: kube-apiserver's URL scheme, headers and streams.
+
+One aiohttp application, one catch-all route: the path is parsed here the way the API
+server's router does (`/api/v1/...`, `/apis/<group>/<version>/...`, namespaced and
+cluster-wide collections, `/status` subresources, legacy `/watch/` paths) so an unknown
+path is a 404 Status rather than aiohttp's HTML. A request passes through the same
+stages as in kube-apiserver: added latency (a knob), bearer-token authentication (401),
+throttling (429 with Retry-After, a knob), RBAC (403), injected errors (a knob), then the
+verb. Every failure leaves as a `kind: Status` body; an unexpected exception is a 500
+Status and is logged, never a dead server.
+
+Watches are chunked streams of JSON lines written from the watcher's buffer in batches,
+so one slow client costs only its own buffer. Admin endpoints for the knobs live under
+`/_sim/` (see admin.py), which no Kubernetes path can collide with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import yaml
+from aiohttp import web
+
+from sim.kube import errors, resources
+from sim.kube.api import (
+    PATCH_TYPES,
+    KubeApi,
+    ListOptions,
+    WatchStart,
+    bookmark_line,
+    expired_line,
+)
+from sim.kube.auth import Authorizer, Request
+from sim.kube.errors import ApiError
+from sim.kube.resources import ResourceType
+from sim.kube.settings import ADMIN_USER, Faults, SimSettings, User
+from sim.kube.store import Store, Watcher
+from sim.kube.tables import to_table, wants_table
+
+log = logging.getLogger("pyccm.sim.kube")
+
+Obj = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+VERSION_INFO = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-pyccm-sim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_JSON = "application/json"
+_BODY_TYPES = ("application/json", "application/yaml")
+_PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed resource URL."""
+
+    rtype: ResourceType
+    namespace: str | None  # None: a namespaced resource across all namespaces
+    name: str = ""
+    subresource: str = ""
+    watch_path: bool = False
+
+    @property
+    def scope_namespace(self) -> str:
+        return self.namespace or ""
+
+
+def parse_target(path: str) -> Target | None:
+    segments = [s for s in path.split("/") if s]
+    if len(segments) >= 2 and segments[0] == "api":
+        group, version, rest = "", segments[1], segments[2:]
+    elif len(segments) >= 3 and segments[0] == "apis":
+        group, version, rest = segments[1], segments[2], segments[3:]
+    else:
+        return None
+    served = resources.resources_in(group, version)
+    watch_path = bool(rest) and rest[0] == "watch"
+    if watch_path:
+        rest = rest[1:]
+    namespace: str | None = None
+    if (
+        len(rest) >= 3
+        and rest[0] == "namespaces"
+        and rest[2] in served
+        and served[rest[2]].namespaced
+    ):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or rest[0] not in served or len(rest) > 3:
+        return None
+    rtype = served[rest[0]]
+    if rtype.namespaced and namespace is None and len(rest) > 1:
+        return None
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if subresource and not (subresource == "status" and rtype.status_subresource):
+        return None
+    return Target(rtype, namespace, name, subresource, watch_path)
+
+
+def verb_of(method: str, target: Target, watch: bool) -> str:
+    if method == "GET":
+        if watch:
+            return "watch"
+        return "get" if target.name else "list"
+    if method == "DELETE" and not target.name:
+        return "deletecollection"
+    verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    return verbs.get(method, "")
+
+
+def json_response(
+    body: Obj | bytes, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    raw = body if isinstance(body, bytes) else msgspec.json.encode(body)
+    return web.Response(body=raw, status=status, content_type=_JSON, headers=headers)
+
+
+def error_response(error: ApiError) -> web.Response:
+    headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else None
+    return json_response(error.status(), error.code, headers)
+
+
+class KubeSim:
+    """The simulator's state and its aiohttp application. Lives on one event loop."""
+
+    def __init__(self, *, settings: SimSettings, faults: Faults | None = None) -> None:
+        self.settings = settings
+        self.faults = faults or Faults()
+        self.rng = random.Random(settings.random_seed)
+        self.store = Store(history_size=settings.history_size, watch_buffer=settings.watch_buffer)
+        self.api = KubeApi(store=self.store, rng=random.Random(settings.random_seed))
+        self.tokens: dict[str, User] = {settings.admin_token: ADMIN_USER, **dict(settings.tokens)}
+        self.authorizer = (
+            Authorizer.from_files(settings.rbac_files) if settings.rbac_files else None
+        )
+        self.requests: collections.deque[Obj] = collections.deque(maxlen=50_000)
+        self.server_address = f"{settings.host}:{settings.port}"
+        self.watch_tasks: set[asyncio.Task[Any]] = set()
+        self.started = time.monotonic()
+
+    def application(self) -> web.Application:
+        from sim.kube.admin import AdminEndpoints
+
+        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        admin = AdminEndpoints(self)
+        app.router.add_route("*", "/_sim/{tail:.*}", admin.dispatch)
+        app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        return app
+
+    # -- the request pipeline ------------------------------------------------------------
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        record: Obj = {
+            "method": request.method,
+            "path": request.path,
+            "verb": "",
+            "code": 0,
+            "user": "",
+        }
+        try:
+            response = await self._dispatch(request, record)
+        except ApiError as error:
+            response = error_response(error)
+        except Exception as error:  # bad input must never kill the server
+            log.exception("unexpected error serving %s %s", request.method, request.path)
+            response = error_response(errors.internal_error(type(error).__name__))
+        record["code"] = response.status
+        self.requests.append(record)
+        return response
+
+    async def _dispatch(self, request: web.Request, record: Obj) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        if path in _PUBLIC_PATHS:
+            return self._public(path)
+        if self.faults.latency > 0:
+            await asyncio.sleep(self.faults.latency)
+        user = self.authenticate(request)
+        record["user"] = user.name
+        self._throttle()
+        discovery = self._discovery(path, request)
+        if discovery is not None:
+            return discovery
+        target = parse_target(path)
+        if target is None:
+            raise errors.no_such_path()
+        watch = target.watch_path or request.query.get("watch") in ("true", "1")
+        verb = verb_of(request.method, target, watch)
+        record.update(
+            verb=verb,
+            resource=target.rtype.plural,
+            namespace=target.scope_namespace,
+            name=target.name,
+            subresource=target.subresource,
+        )
+        if not verb or (target.subresource and verb not in ("get", "update", "patch")):
+            raise errors.method_not_allowed()
+        self._authorize(user, verb, target)
+        self._inject_error(verb)
+        return await self._serve(request, target, verb)
+
+    def _public(self, path: str) -> web.Response:
+        if path == "/version":
+            return json_response(VERSION_INFO)
+        return web.Response(text="ok", content_type="text/plain")
+
+    def authenticate(self, request: web.Request) -> User:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        user = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+        if user is None:
+            raise errors.unauthorized()
+        return user
+
+    def _throttle(self) -> None:
+        if self.faults.throttle_rate > 0 and self.rng.random() < self.faults.throttle_rate:
+            raise errors.too_many_requests(self.faults.retry_after)
+
+    def _authorize(self, user: User, verb: str, target: Target) -> None:
+        if self.authorizer is None:
+            return
+        resource = target.rtype.plural + (f"/{target.subresource}" if target.subresource else "")
+        self.authorizer.check(
+            Request(user, verb, target.rtype.group, resource, target.scope_namespace, target.name)
+        )
+
+    def _inject_error(self, verb: str) -> None:
+        rate = self.faults.error_rates.get(verb, 0.0)
+        if rate > 0 and self.rng.random() < rate:
+            raise errors.internal_error(f"injected {verb} failure")
+
+    def _discovery(self, path: str, request: web.Request) -> web.Response | None:
+        if request.method != "GET":
+            return None
+        segments = [s for s in path.split("/") if s]
+        document: Obj | None = None
+        if segments == ["api"]:
+            document = resources.api_versions(self.server_address)
+        elif segments == ["apis"]:
+            document = resources.api_group_list()
+        elif len(segments) == 2 and segments[0] == "api":
+            document = resources.resource_list("", segments[1])
+        elif len(segments) == 2 and segments[0] == "apis":
+            document = resources.api_group(segments[1])
+        elif len(segments) == 3 and segments[0] == "apis":
+            document = resources.resource_list(segments[1], segments[2])
+        else:
+            return None
+        if document is None:
+            raise errors.no_such_path()
+        return json_response(document)
+
+    # -- verbs --------------------------------------------------------------------------
+
+    async def _serve(self, request: web.Request, target: Target, verb: str) -> web.StreamResponse:
+        handlers: dict[str, Callable[[web.Request, Target], Awaitable[web.StreamResponse]]] = {
+            "get": self._get,
+            "list": self._list,
+            "watch": self._watch,
+            "create": self._create,
+            "update": self._update,
+            "patch": self._patch,
+            "delete": self._delete,
+            "deletecollection": self._delete_collection,
+        }
+        return await handlers[verb](request, target)
+
+    async def _get(self, request: web.Request, target: Target) -> web.Response:
+        entry = self.api.get(target.rtype, target.scope_namespace, target.name)
+        if wants_table(request.headers.get("Accept", "")):
+            return json_response(to_table(target.rtype, [entry.obj], None))
+        return json_response(entry.raw)
+
+    async def _list(self, request: web.Request, target: Target) -> web.Response:
+        page = self.api.list(target.rtype, target.namespace, list_options(request.query))
+        if wants_table(request.headers.get("Accept", "")):
+            return json_response(to_table(target.rtype, [e.obj for e in page.entries], page))
+        return json_response(page.encode())
+
+    async def _create(self, request: web.Request, target: Target) -> web.Response:
+        body = await read_object(request, self.settings.max_body_bytes)
+        entry = self.api.create(
+            target.rtype, target.scope_namespace, body, dry_run=_dry_run(request)
+        )
+        return json_response(entry.raw, 201)
+
+    async def _update(self, request: web.Request, target: Target) -> web.Response:
+        body = await read_object(request, self.settings.max_body_bytes)
+        entry = self.api.update(
+            target.rtype,
+            target.scope_namespace,
+            target.name,
+            body,
+            subresource=target.subresource,
+            dry_run=_dry_run(request),
+        )
+        return json_response(entry.raw)
+
+    async def _patch(self, request: web.Request, target: Target) -> web.Response:
+        dry_run = _dry_run(request)
+        content_type = request.content_type
+        if content_type not in PATCH_TYPES:
+            raise errors.unsupported_media_type(content_type, list(PATCH_TYPES[:3]))
+        body = await read_body(request, self.settings.max_body_bytes)
+        entry = self.api.patch(
+            target.rtype,
+            target.scope_namespace,
+            target.name,
+            content_type,
+            body,
+            subresource=target.subresource,
+            dry_run=dry_run,
+        )
+        return json_response(entry.raw)
+
+    async def _delete(self, request: web.Request, target: Target) -> web.Response:
+        dry_run = _dry_run(request)
+        options = await read_optional_object(request, self.settings.max_body_bytes)
+        entry, gone = self.api.delete(
+            target.rtype, target.scope_namespace, target.name, options, dry_run=dry_run
+        )
+        if not gone:
+            return json_response(entry.raw)
+        meta = entry.obj["metadata"]
+        details = {"name": meta["name"], "kind": target.rtype.plural, "uid": meta.get("uid", "")}
+        if target.rtype.group:
+            details["group"] = target.rtype.group
+        return json_response(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": details,
+            }
+        )
+
+    async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
+        dry_run = _dry_run(request)
+        options = await read_optional_object(request, self.settings.max_body_bytes)
+        page = self.api.list(target.rtype, target.namespace, list_options(request.query))
+        for entry in page.entries:
+            namespace, name = entry.ref
+            self.api.delete(target.rtype, namespace, name, options, dry_run=dry_run)
+        return json_response(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {},
+            }
+        )
+
+    # -- watch --------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        query = request.query
+        options = list_options(query)
+        timeout = float(_int_param(query, "timeoutSeconds") or self.settings.watch_timeout)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        selection = self.api.watch_filter(target.rtype, target.namespace, options)
+        if target.name:
+            selection = self.api.watch_filter(
+                target.rtype,
+                target.namespace,
+                ListOptions(
+                    label_selector=options.label_selector,
+                    field_selector=",".join(
+                        f for f in (options.field_selector, f"metadata.name={target.name}") if f
+                    ),
+                ),
+            )
+        response = web.StreamResponse(
+            headers={"Content-Type": _JSON, "Cache-Control": "no-cache, private"}
+        )
+        response.enable_chunked_encoding()
+        if self.faults.expire_next_watches > 0:
+            self.faults.expire_next_watches -= 1
+            await response.prepare(request)
+            await response.write(
+                expired_line(
+                    f"too old resource version: {options.resource_version or 0} ({self.store.rv})"
+                )
+            )
+            await response.write_eof()
+            return response
+        start = WatchStart(
+            selection=selection,
+            resource_version=options.resource_version,
+            send_initial_events=query.get("sendInitialEvents") in ("true", "1"),
+            allow_bookmarks=bookmarks,
+        )
+        watcher = self.api.watch(start)
+        try:
+            await response.prepare(request)
+            await self._stream(
+                response, watcher, target.rtype, timeout=timeout, bookmarks=bookmarks
+            )
+        except (ConnectionResetError, ConnectionError):
+            pass  # the client went away; its watcher is dropped below
+        finally:
+            self.store.close_watch(watcher)
+        if watcher.abort and request.transport is not None:
+            request.transport.abort()
+            return response
+        await _safe_eof(response)
+        return response
+
+    async def _stream(
+        self,
+        response: web.StreamResponse,
+        watcher: Watcher,
+        rtype: ResourceType,
+        *,
+        timeout: float,
+        bookmarks: bool,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        interval = self.settings.bookmark_interval
+        next_bookmark = loop.time() + interval
+        while True:
+            lines = watcher.drain()
+            if lines:
+                await response.write(b"".join(lines))
+            if watcher.closed:
+                return
+            now = loop.time()
+            if bookmarks and now >= next_bookmark and not watcher.lines:
+                await response.write(bookmark_line(rtype, self.store.rv))
+                next_bookmark = now + interval
+            if now >= deadline:
+                return
+            wait = min(deadline, next_bookmark) - now if bookmarks else deadline - now
+            try:
+                await asyncio.wait_for(watcher.wakeup.wait(), timeout=max(wait, 0.0))
+            except TimeoutError:
+                continue
+
+
+async def _safe_eof(response: web.StreamResponse) -> None:
+    with contextlib.suppress(ConnectionResetError, ConnectionError):
+        await response.write_eof()
+
+
+def _dry_run(request: web.Request) -> bool:
+    return request.query.get("dryRun") == "All"
+
+
+def _int_param(query: Any, name: str) -> int:
+    text = query.get(name, "")
+    if text == "":
+        return 0
+    try:
+        value = int(text)
+    except ValueError as error:
+        raise errors.bad_request(f'invalid value for {name}: "{text}"') from error
+    if value < 0:
+        raise errors.bad_request(f"{name} must be non-negative")
+    return value
+
+
+def list_options(query: Any) -> ListOptions:
+    return ListOptions(
+        label_selector=query.get("labelSelector", ""),
+        field_selector=query.get("fieldSelector", ""),
+        limit=_int_param(query, "limit"),
+        continue_token=query.get("continue", ""),
+        resource_version=query.get("resourceVersion", ""),
+        resource_version_match=query.get("resourceVersionMatch", ""),
+    )
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as error:
+        raise errors.entity_too_large(limit) from error
+
+
+async def read_object(request: web.Request, limit: int) -> Obj:
+    content_type = request.content_type
+    if request.headers.get("Content-Type") and content_type not in _BODY_TYPES:
+        raise errors.unsupported_media_type(content_type, list(_BODY_TYPES))
+    body = await read_body(request, limit)
+    return decode_object(body, yaml_body=content_type == "application/yaml")
+
+
+async def read_optional_object(request: web.Request, limit: int) -> Obj | None:
+    body = await read_body(request, limit)
+    if not body.strip():
+        return None
+    return decode_object(body, yaml_body=request.content_type == "application/yaml")
+
+
+def decode_object(body: bytes, *, yaml_body: bool) -> Obj:
+    try:
+        decoded = yaml.safe_load(body) if yaml_body else _decode(body)
+    except (msgspec.DecodeError, yaml.YAMLError, UnicodeDecodeError) as error:
+        raise errors.bad_request(
+            f"the body of the request could not be decoded: {error}"
+        ) from error
+    if not isinstance(decoded, dict):
+        raise errors.bad_request("the body of the request must be a JSON object")
+    return decoded

@@ -1,0 +1,76 @@
+"""The simulator's settings (fixed at start) and fault knobs (changed while it runs).
+
+`SimSettings` is built once from flags (or from `running_kube_sim(**knobs)`) and passed
+by keyword. `Faults` is the one mutable object: the knobs tests and fault drills turn
+while the server runs, changed only on the server's event loop (through the admin
+endpoint or the testing handle), so no lock is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    groups: tuple[str, ...] = ()
+
+
+ADMIN_USER = User("admin", ("system:masters",))
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    host: str = "127.0.0.1"
+    port: int = 0
+    # The bearer token of the admin user (group system:masters, which RBAC never denies);
+    # it also guards the /_sim/ admin endpoint.
+    admin_token: str = "pyccm-sim-admin"
+    # Extra bearer tokens (a static token file's rows), each mapped to a user.
+    tokens: tuple[tuple[str, User], ...] = ()
+    # ClusterRoles, Roles and bindings; empty means every authenticated user may do anything.
+    rbac_files: tuple[Path, ...] = ()
+    # Changes kept for watch resumption and paginated snapshots. kube-apiserver keeps ~5
+    # minutes of etcd history; 20,000 changes covers a 5,000-node cluster's busy minutes.
+    history_size: int = 20_000
+    # Lines a watcher may have queued before it is closed as too slow (the real server
+    # closes a watcher whose buffer stays full); a full 15,000-object replay fits.
+    watch_buffer: int = 100_000
+    # kube-apiserver sends a bookmark to watchers that asked for them about once a minute.
+    bookmark_interval: float = 60.0
+    # Watches without timeoutSeconds end after this, like --min-request-timeout (1800 s).
+    watch_timeout: float = 1800.0
+    # kube-apiserver refuses request bodies over 3 MiB.
+    max_body_bytes: int = 3 * 1024 * 1024
+    seed_nodes: int = 0
+    seed_services: int = 0
+    # Seeds uids, generateName suffixes and fault dice, so runs are reproducible.
+    random_seed: int = 0
+    kubeconfig_out: Path | None = None
+
+
+@dataclass
+class Faults:
+    """Knobs a running simulator obeys; every field defaults to "no fault"."""
+
+    latency: float = 0.0
+    # verb -> probability that a request with that verb fails with 500 InternalError.
+    error_rates: dict[str, float] = field(default_factory=dict)
+    # probability that any API request is refused with 429 and Retry-After.
+    throttle_rate: float = 0.0
+    retry_after: int = 1
+    # the next N watch requests get an ERROR event with a 410 Expired Status.
+    expire_next_watches: int = 0
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "latency": self.latency,
+            "errorRates": dict(self.error_rates),
+            "throttleRate": self.throttle_rate,
+            "retryAfter": self.retry_after,
+            "expireNextWatches": self.expire_next_watches,
+        }
