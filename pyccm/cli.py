@@ -11,8 +11,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from manager import cli as manager_cli
 from pyccm import __version__
 from sim import cli as sim_cli
+from workers import cli as worker_cli
 
 DESCRIPTION = """\
 pyccm is a Kubernetes cloud-controller-manager for OpenStack. A manager process holds
@@ -34,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pyccm {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    manager_cli.register(commands)
+    worker_cli.register(commands)
     sim_cli.register(commands)
     return parser
 

@@ -36,7 +36,7 @@ class LifecycleSettings:
 class LifecycleController:
     name = "cloud-node-lifecycle"
     queue_name = "NodeLifecycle"
-    topics = (Topic.NODE,)
+    topics: tuple[Topic, ...] = (Topic.NODE,)
     component = COMPONENT
 
     def __init__(

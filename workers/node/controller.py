@@ -55,7 +55,7 @@ class NodeSettings:
 class NodeController:
     name = "cloud-node"
     queue_name = "Nodes"
-    topics = (Topic.NODE,)
+    topics: tuple[Topic, ...] = (Topic.NODE,)
     component = COMPONENT
 
     def __init__(self, *, replica: Replica, instances: Instances, settings: NodeSettings) -> None:

@@ -84,7 +84,9 @@ class Runner:
     def start(self) -> None:
         for index in range(self._settings.workers):
             self._spawn(f"{self.controller.name}-sync-{index}", self._work)
-        for periodic in self.controller.periodics(self.queue.add):
+        # Upstream refreshes the in-flight gauges every 0.5 s, so a hung sync shows up.
+        gauges = Periodic(name="queue-metrics", period=0.5, run=self.queue.refresh_metrics)
+        for periodic in [gauges, *self.controller.periodics(self.queue.add)]:
             self._spawn(
                 f"{self.controller.name}-{periodic.name}", lambda p=periodic: self._every(p)
             )

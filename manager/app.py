@@ -1,0 +1,193 @@
+"""The manager process: wires the elector, informers, cache, bus, writer and HTTP together.
+
+Order of a leadership term: start the informers, wait for both caches to sync, then
+serve the bus (answer snapshots, publish deltas, accept results). On SIGTERM: pause the
+workers, release the Lease, exit 0. On a lost Lease: pause the workers, exit 1
+(crash-only; supervisord restarts us as a candidate).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import FrameType
+
+from kubeapi.client import KubeClient, KubeSettings
+from kubeapi.informer import NODES, SERVICES, Informer
+from kubeapi.writer import Writer
+from manager.bus import BusServer, BusSettings, WorkerIdentity
+from manager.election import ElectionSettings, Elector
+from manager.http import Checks, HttpServer
+from manager.store import Cache
+from protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ManagerSettings:
+    kube: KubeSettings
+    bus: BusSettings
+    election: ElectionSettings = field(default_factory=ElectionSettings)
+    leader_elect: bool = True
+    # Upstream's --bind-address default is 0.0.0.0; ours is loopback until TLS and
+    # delegated auth exist (SPEC "http").
+    bind_address: str = "127.0.0.1"
+    # Upstream's --secure-port; 0 disables serving.
+    port: int = 10258
+    # Workers /healthz expects (one check each).
+    expected_workers: tuple[str, ...] = ()
+    # Parallel writes to the API (each also waits for the QPS bucket).
+    writer_threads: int = 8
+    # A worker silent for 3 heartbeats is unhealthy (DESIGN §2).
+    worker_silence: float = 3.0
+
+
+class Manager:
+    def __init__(self, *, settings: ManagerSettings) -> None:
+        self._settings = settings
+        self.session = SessionId(uuid.uuid4().hex)
+        self._client = KubeClient(settings=settings.kube)
+        self._writer = Writer(client=self._client)
+        self._pool = ThreadPoolExecutor(settings.writer_threads, thread_name_prefix="writer")
+        self.cache = Cache(session=self.session, publish=self._publish)
+        self.bus = BusServer(
+            settings=settings.bus, session=self.session, cache=self.cache, on_result=self._on_result
+        )
+        self._informers = (
+            Informer(client=self._client, resource=NODES, sink=self.cache.nodes),
+            Informer(client=self._client, resource=SERVICES, sink=self.cache.services),
+        )
+        self._elector = Elector(
+            client=self._client,
+            settings=settings.election,
+            on_started=self._lead,
+            on_lost=self._lost,
+        )
+        self._http = (
+            HttpServer(address=settings.bind_address, port=settings.port, checks=self._checks())
+            if settings.port
+            else None
+        )
+        self._done = threading.Event()
+        self.exit_code = 0
+
+    def _publish(self, delta: Delta) -> None:
+        self.bus.publish(delta)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._terminate)
+        signal.signal(signal.SIGINT, self._terminate)
+        self.bus.start()
+        if self._http:
+            self._http.start()
+        if self._settings.leader_elect:
+            self._elector.start()
+        else:
+            threading.Thread(target=self._lead, name="lead", daemon=True).start()
+        self._done.wait()
+        self.bus.stop()
+        if self._http:
+            self._http.stop()
+        return self.exit_code
+
+    # --- leadership -------------------------------------------------------------------
+
+    def _lead(self) -> None:
+        log.info("leading: starting informers")
+        for informer in self._informers:
+            informer.start()
+        while not self.cache.synced() and not self._done.is_set():
+            time.sleep(0.05)
+        self.bus.serve(True)
+        self.bus.resume()
+        log.info(
+            "caches synced (%d nodes, %d services); serving workers",
+            len(self.cache.nodes),
+            len(self.cache.services),
+        )
+        self._leader_event("became leader")
+
+    def _lost(self) -> None:
+        self.bus.pause("lost the lease")
+        self.bus.serve(False)
+        time.sleep(0.2)  # let the pause reach the workers before we die
+        self.exit_code = 1
+        self._done.set()
+
+    def _terminate(self, signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: pausing workers and releasing the lease", signum)
+        self.bus.pause("manager shutting down")
+        self.bus.serve(False)
+        for informer in self._informers:
+            informer.stop()
+        if self._settings.leader_elect:
+            threading.Thread(target=self._release, name="release", daemon=True).start()
+        else:
+            self._done.set()
+
+    def _release(self) -> None:
+        self._elector.release()
+        self._done.set()
+
+    def _leader_event(self, what: str) -> None:
+        election = self._settings.election
+        event = RecordEvent(
+            regarding=ObjectRef(
+                kind="Lease",
+                name=election.name,
+                namespace=election.namespace,
+                api_version="coordination.k8s.io/v1",
+            ),
+            reason="LeaderElection",
+            message=f"{self._elector.identity} {what}",
+            component="cloud-controller-manager",
+        )
+        self._pool.submit(self._writer.apply, (event,))
+
+    # --- results ----------------------------------------------------------------------
+
+    def _on_result(self, identity: WorkerIdentity, result: Result) -> None:
+        self._pool.submit(self._apply, identity, result)
+
+    def _apply(self, identity: WorkerIdentity, result: Result) -> None:
+        failures = self._writer.apply(result.actions)
+        self.bus.send(identity, Ack(session=self.session, id=result.id, failures=failures))
+
+    # --- health -----------------------------------------------------------------------
+
+    def _checks(self) -> Checks:
+        healthz = {"leaderElection": self._leader_check}
+        for name in self._settings.expected_workers:
+            healthz[f"worker-{name}"] = self._worker_check(name)
+        readyz = dict(healthz)
+        readyz["informer-sync"] = lambda: (
+            None if self.cache.synced() or not self._leading() else "caches not synced"
+        )
+        return Checks(healthz=healthz, readyz=readyz)
+
+    def _leading(self) -> bool:
+        return self._elector.leading.is_set() or not self._settings.leader_elect
+
+    def _leader_check(self) -> str | None:
+        return (
+            None
+            if self._elector.healthy()
+            else "the lease was not renewed for lease duration + 20s"
+        )
+
+    def _worker_check(self, name: str) -> Callable[[], str | None]:
+        def check() -> str | None:
+            state = self.bus.workers().get(name)
+            if state is None:
+                return "never connected"
+            silent = time.monotonic() - state.last_seen
+            return None if silent <= self._settings.worker_silence else f"silent for {silent:.0f}s"
+
+        return check
