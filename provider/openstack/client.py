@@ -286,12 +286,18 @@ class OpenStackClient:
     def _attempt(
         self, service: ServiceType, method: str, path: str, *, request: str, options: dict[str, Any]
     ) -> requests.Response:
+        from keystoneauth1 import adapter as ksa_adapter
         from keystoneauth1 import exceptions as ksa_exceptions
         from openstack import exceptions as sdk_exceptions
 
         started = self._clock()
         try:
-            response: requests.Response = self._proxies[service].request(path, method, **options)
+            # keystoneauth's Adapter.request on the service proxy: the proxy's endpoint
+            # selection without openstacksdk's response cache and stats layer, which pyccm
+            # does not use and which warns (RemovedInSDK50Warning) on every new URL.
+            response: requests.Response = ksa_adapter.Adapter.request(
+                self._proxies[service], path, method, **options
+            )
         except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
             self._metrics.observe(request, self._clock() - started, failed=True)
             raise self._transport_error(request, method, path, exc) from exc

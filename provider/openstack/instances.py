@@ -83,11 +83,6 @@ def is_label_value(text: str) -> bool:
     return len(text) <= 63 and _LABEL_VALUE.match(text) is not None
 
 
-def _microversion_tuple(text: str | None) -> tuple[int, int]:
-    major, _, minor = (text or "0.0").partition(".")
-    return (int(major or 0), int(minor or 0))
-
-
 class OpenStackInstances:
     def __init__(self, *, client: OpenStackClient, settings: OpenStackSettings) -> None:
         self._client = client
@@ -173,15 +168,16 @@ class OpenStackInstances:
             return self._microversion if isinstance(self._microversion, str) else None
 
     def _negotiate_microversion(self) -> str | None:
+        from keystoneauth1 import discover
         from keystoneauth1 import exceptions as ksa_exceptions
 
         try:
             data = self._client.proxy("compute").get_endpoint_data()
         except ksa_exceptions.ClientException:
             return None
-        highest = _microversion_tuple(
-            str(data.max_microversion) if data and data.max_microversion else None
-        )
+        if data is None or not data.max_microversion:
+            return None
+        highest = discover.normalize_version_number(data.max_microversion)
         return "2.47" if highest >= FLAVOR_MICROVERSION else None
 
     def _ports(self, server_id: str) -> list[Port]:
