@@ -66,7 +66,7 @@ class InformerSettings:
     backoff_max: float = 30.0
 
 
-class _ListMeta(msgspec.Struct):
+class _ListMeta(msgspec.Struct, frozen=True):
     resourceVersion: str = ""
     # `continue` is a Python keyword.
     next: str = msgspec.field(default="", name="continue")
@@ -77,7 +77,7 @@ class _List(msgspec.Struct, Generic[Obj]):
     items: list[Obj] = []
 
 
-class _Meta(msgspec.Struct):
+class _Meta(msgspec.Struct, frozen=True):
     resourceVersion: str = ""
 
 

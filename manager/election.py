@@ -57,7 +57,7 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+class LeaseSpec(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     holder_identity: str | None = None
     lease_duration_seconds: int | None = None
     acquire_time: str | None = None
@@ -65,13 +65,13 @@ class LeaseSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     lease_transitions: int | None = None
 
 
-class LeaseMeta(msgspec.Struct, rename="camel", omit_defaults=True):
+class LeaseMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     name: str = ""
     namespace: str = ""
     resource_version: str = ""
 
 
-class Lease(msgspec.Struct, rename="camel", omit_defaults=True):
+class Lease(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     metadata: LeaseMeta = LeaseMeta()
     spec: LeaseSpec = LeaseSpec()
     api_version: str = "coordination.k8s.io/v1"
