@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from manager import cli as manager_cli
-from pyccm import __version__
+from pyccm import __version__, demo
 from sim import cli as sim_cli
 from workers import cli as worker_cli
 
@@ -23,6 +23,7 @@ to one process per controller (node, lifecycle, service, route), which call Open
 and send typed results back for the manager to apply.
 
 Start here:
+  pyccm demo                       the whole tree against both simulators, end to end
   pyccm sim kube --seed-nodes 5    a Kubernetes API simulator with a seeded cluster
   pyccm sim openstack              an OpenStack (Keystone/Nova/Neutron/Octavia) simulator
 """
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pyccm {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo.register(commands)
     manager_cli.register(commands)
     worker_cli.register(commands)
     sim_cli.register(commands)
