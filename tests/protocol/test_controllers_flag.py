@@ -19,5 +19,5 @@ def test_controllers_flag_values(value: str, expected: tuple[str, ...]) -> None:
 
 
 def test_an_unknown_controller_is_refused_with_the_known_names() -> None:
-    with pytest.raises(ValueError, match="unknown controller 'nodes'.*cloud-node"):
+    with pytest.raises(ValueError, match=r"unknown controller 'nodes'.*cloud-node"):
         parse_controllers("nodes")
