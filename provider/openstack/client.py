@@ -116,26 +116,31 @@ class ThrottledAdapter(requests.adapters.HTTPAdapter):
 
 
 class ApiMetrics:
-    """Upstream's three OpenStack API metrics, registered in the given registry."""
+    """Upstream's three OpenStack API metrics, registered in the given registry.
+
+    A process builds one cloud, so registration happens once; a second build in the same
+    registry (tests, an in-process demo) shares the first one's collectors instead of
+    failing on a duplicate name.
+    """
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        self.requests = Counter(
+        self.requests = _shared(
+            registry,
+            Counter,
             "openstack_api_requests_total",
             "OpenStack API calls, by operation.",
-            ["request"],
-            registry=registry,
         )
-        self.errors = Counter(
+        self.errors = _shared(
+            registry,
+            Counter,
             "openstack_api_request_errors_total",
             "OpenStack API calls that failed, by operation.",
-            ["request"],
-            registry=registry,
         )
-        self.duration = Histogram(
+        self.duration = _shared(
+            registry,
+            Histogram,
             "openstack_api_request_duration_seconds",
             "Latency of OpenStack API calls, by operation.",
-            ["request"],
-            registry=registry,
         )
 
     def observe(self, request: str, seconds: float, *, failed: bool) -> None:
@@ -143,6 +148,20 @@ class ApiMetrics:
         self.duration.labels(request=request).observe(seconds)
         if failed:
             self.errors.labels(request=request).inc()
+
+
+MetricT = TypeVar("MetricT", Counter, Histogram)
+
+
+def _shared(registry: CollectorRegistry, kind: type[MetricT], name: str, doc: str) -> MetricT:
+    try:
+        return kind(name, doc, ["request"], registry=registry)
+    except ValueError:
+        # prometheus_client has no public lookup; its registry keeps collectors by name.
+        existing = registry._names_to_collectors.get(name.removesuffix("_total"))
+        if not isinstance(existing, kind):
+            raise
+        return existing
 
 
 @dataclass(frozen=True)
@@ -210,13 +229,10 @@ class OpenStackClient:
         http = connection.session.session
         http.mount("http://", adapter)
         http.mount("https://", adapter)
-        # Proxies are built lazily on first attribute access; build them now, in one
-        # thread, so two sync threads never race to construct the same proxy.
-        self._proxies: dict[ServiceType, Any] = {
-            "compute": connection.compute,
-            "network": connection.network,
-            "load-balancer": connection.load_balancer,
-        }
+        # openstacksdk builds a proxy on first attribute access, authenticating and
+        # discovering versions on the way; build each once, under a lock, on first use.
+        self._proxy_lock = threading.Lock()
+        self._proxies: dict[ServiceType, Any] = {}
 
     @property
     def connection(self) -> Connection:
@@ -226,14 +242,27 @@ class OpenStackClient:
         self._connection.close()
 
     def proxy(self, service: ServiceType) -> Any:
-        return self._proxies[service]
+        """The openstacksdk proxy (a keystoneauth Adapter) of `service`."""
+        from keystoneauth1 import exceptions as ksa_exceptions
+        from openstack import exceptions as sdk_exceptions
+
+        with self._proxy_lock:
+            if service not in self._proxies:
+                attribute = service.replace("-", "_")
+                try:
+                    self._proxies[service] = getattr(self._connection, attribute)
+                except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
+                    raise self._transport_error(
+                        f"{attribute}_connect", "GET", "(discovery)", exc
+                    ) from exc
+            return self._proxies[service]
 
     def service_root(self, service: ServiceType) -> str:
         """The unversioned root of a service (where its version list lives)."""
         from keystoneauth1 import exceptions as ksa_exceptions
 
         try:
-            data = self._proxies[service].get_endpoint_data()
+            data = self.proxy(service).get_endpoint_data()
         except ksa_exceptions.ClientException as exc:
             raise self._transport_error(f"{service}_endpoint", "GET", "(catalog)", exc) from exc
         if data is None or not data.catalog_url:
@@ -296,7 +325,7 @@ class OpenStackClient:
             # selection without openstacksdk's response cache and stats layer, which pyccm
             # does not use and which warns (RemovedInSDK50Warning) on every new URL.
             response: requests.Response = ksa_adapter.Adapter.request(
-                self._proxies[service], path, method, **options
+                self.proxy(service), path, method, **options
             )
         except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
             self._metrics.observe(request, self._clock() - started, failed=True)

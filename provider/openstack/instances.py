@@ -173,8 +173,9 @@ class OpenStackInstances:
 
         try:
             data = self._client.proxy("compute").get_endpoint_data()
-        except ksa_exceptions.ClientException:
-            return None
+        except ksa_exceptions.ClientException as exc:
+            # Not cached: the next lookup negotiates again.
+            raise CloudError(f"compute version discovery failed: {type(exc).__name__}") from exc
         if data is None or not data.max_microversion:
             return None
         highest = discover.normalize_version_number(data.max_microversion)
