@@ -1,0 +1,1200 @@
+"""Neutron v2.0: networks, subnets, ports, floating IPs, routers, security groups, extensions.
+
+The CCM reads node ports to compute addresses, attaches floating IPs to load-balancer VIP
+ports, edits router `routes` and port `allowed_address_pairs` for pod routes, and manages
+security groups. Those paths must behave like Neutron, including the refusals the CCM
+has to survive: 409 when a floating-IP range is exhausted or an address is in use, 400
+for a nexthop that is not on a router subnet, 409 for a duplicate security-group rule,
+400 for attributes of a disabled extension. Nova (server `addresses`) and Octavia (VIP
+ports) build on this model, so it exposes plain methods besides its HTTP handlers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any
+
+from sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from sim.openstack.routing import (
+    NO_CONTENT,
+    Reply,
+    Req,
+    Route,
+    created,
+    json_object,
+    ok,
+    reject_unknown,
+    string_list,
+)
+from sim.openstack.settings import Knobs
+from sim.openstack.store import (
+    AddressPool,
+    Counters,
+    Ids,
+    PoolExhausted,
+    Record,
+    Table,
+    now_iso,
+    paginate,
+    query_values,
+    select,
+)
+
+PREFIX = "/network/v2.0"
+EXTENSIONS = (
+    ("router", "Neutron L3 Router"),
+    ("extraroute", "Neutron Extra Route"),
+    ("extraroute-atomic", "Atomically add/remove extra routes"),
+    ("allowed-address-pairs", "Allowed Address Pairs"),
+    ("port-security", "Port Security"),
+    ("external-net", "Neutron external network"),
+    ("security-group", "security-group"),
+    ("trunk", "Trunk Extension"),
+    ("trunk-details", "Trunk port details"),
+    ("standard-attr-tag", "Tag support for resources with standard attribute"),
+    ("binding", "Port Binding"),
+    ("quotas", "Quota management support"),
+)
+UNKNOWN_ATTRIBUTES = "Unrecognized attribute(s) '{names}'"
+COMMON_WRITABLE = frozenset({"name", "description", "tenant_id", "project_id"})
+NETWORK_FIELDS = COMMON_WRITABLE | {
+    "admin_state_up",
+    "shared",
+    "router:external",
+    "mtu",
+    "port_security_enabled",
+    "tags",
+}
+SUBNET_FIELDS = COMMON_WRITABLE | {
+    "network_id",
+    "cidr",
+    "ip_version",
+    "gateway_ip",
+    "allocation_pools",
+    "enable_dhcp",
+    "dns_nameservers",
+    "host_routes",
+    "tags",
+}
+PORT_FIELDS = COMMON_WRITABLE | {
+    "network_id",
+    "admin_state_up",
+    "mac_address",
+    "fixed_ips",
+    "device_id",
+    "device_owner",
+    "security_groups",
+    "allowed_address_pairs",
+    "port_security_enabled",
+    "binding:host_id",
+    "binding:vnic_type",
+    "tags",
+}
+FIP_FIELDS = COMMON_WRITABLE | {
+    "floating_network_id",
+    "port_id",
+    "subnet_id",
+    "floating_ip_address",
+    "fixed_ip_address",
+    "tags",
+}
+ROUTER_FIELDS = COMMON_WRITABLE | {"admin_state_up", "external_gateway_info", "routes", "tags"}
+SG_FIELDS = COMMON_WRITABLE | {"stateful", "tags"}
+RULE_FIELDS = COMMON_WRITABLE | {
+    "security_group_id",
+    "direction",
+    "ethertype",
+    "protocol",
+    "port_range_min",
+    "port_range_max",
+    "remote_ip_prefix",
+    "remote_group_id",
+}
+# Fields a PUT may not change (Neutron answers 400 "Cannot update read-only attribute").
+READ_ONLY_ON_UPDATE = frozenset(
+    {
+        "network_id",
+        "tenant_id",
+        "project_id",
+        "floating_network_id",
+        "security_group_id",
+        "cidr",
+        "ip_version",
+    }
+)
+PORT_PROTOCOLS = frozenset({"tcp", "udp", "sctp", "dccp", "udplite"})
+
+
+def _missing(label: str, kind: str) -> Callable[[str], ApiError]:
+    return lambda row_id: not_found(f"{label} {row_id} could not be found.", kind=kind)
+
+
+NETWORK_MISSING = _missing("Network", "NetworkNotFound")
+SUBNET_MISSING = _missing("Subnet", "SubnetNotFound")
+PORT_MISSING = _missing("Port", "PortNotFound")
+FIP_MISSING = _missing("Floating IP", "FloatingIPNotFound")
+ROUTER_MISSING = _missing("Router", "RouterNotFound")
+SG_MISSING = _missing("Security group", "SecurityGroupNotFound")
+RULE_MISSING = _missing("Security group rule", "SecurityGroupRuleNotFound")
+
+
+class Neutron:
+    """The networking model; also the building blocks the seeder, Nova and Octavia use."""
+
+    def __init__(self, *, ids: Ids, counters: Counters, knobs: Knobs, project_id: str) -> None:
+        self._ids = ids
+        self._knobs = knobs
+        self.project_id = project_id
+        self.networks = Table("network", counters)
+        self.subnets = Table("subnet", counters)
+        self.ports = Table("port", counters)
+        self.floatingips = Table("floatingip", counters)
+        self.routers = Table("router", counters)
+        self.security_groups = Table("security_group", counters)
+        self.security_group_rules = Table("security_group_rule", counters)
+        self._pools: dict[str, AddressPool] = {}
+        # Indexes for the hot paths (server addresses, ports?device_id=).
+        self._ports_by_device: dict[str, list[str]] = {}
+        self._fips_by_port: dict[str, list[str]] = {}
+        self.default_sg_id = self.create_security_group("default", "Default security group")["id"]
+
+    # -- building blocks ------------------------------------------------------------------
+
+    def _base(self, name: str, description: str = "") -> Record:
+        stamp = now_iso()
+        return {
+            "id": self._ids.uuid(),
+            "name": name,
+            "description": description,
+            "tenant_id": self.project_id,
+            "project_id": self.project_id,
+            "tags": [],
+            "created_at": stamp,
+            "updated_at": stamp,
+            "revision_number": 0,
+        }
+
+    def extension_enabled(self, alias: str) -> bool:
+        return alias not in self._knobs.disabled_extensions
+
+    def create_network(self, name: str, *, external: bool = False, **extra: Any) -> Record:
+        row = self._base(name) | {
+            "status": "ACTIVE",
+            "subnets": [],
+            "admin_state_up": True,
+            "shared": False,
+            "router:external": external,
+            "mtu": 1450,
+            "port_security_enabled": True,
+            "availability_zones": ["nova"],
+        }
+        row.update(extra)
+        return self.networks.insert(row)
+
+    def create_subnet(
+        self,
+        network_id: str,
+        name: str,
+        cidr: str,
+        *,
+        gateway_ip: str | None,
+        pool: tuple[str, str] | None = None,
+        tags: list[str] | None = None,
+    ) -> Record:
+        network = self.networks.require(network_id, NETWORK_MISSING)
+        net = ipaddress.ip_network(cidr, strict=False)
+        start, end = pool or _default_pool(net, gateway_ip)
+        row = self._base(name) | {
+            "network_id": network_id,
+            "cidr": str(net),
+            "ip_version": net.version,
+            "gateway_ip": gateway_ip,
+            "allocation_pools": [{"start": start, "end": end}],
+            "enable_dhcp": True,
+            "dns_nameservers": [],
+            "host_routes": [],
+            "ipv6_ra_mode": None,
+            "ipv6_address_mode": None,
+            "subnetpool_id": None,
+        }
+        row["tags"] = list(tags or [])
+        address_pool = AddressPool(str(net), start=start, end=end)
+        if gateway_ip:
+            address_pool.claim(gateway_ip)
+        self._pools[row["id"]] = address_pool
+        network["subnets"].append(row["id"])
+        return self.subnets.insert(row)
+
+    def create_port(
+        self,
+        network_id: str,
+        *,
+        name: str = "",
+        device_id: str = "",
+        device_owner: str = "",
+        fixed_ips: list[dict[str, str]] | None = None,
+        security_groups: list[str] | None = None,
+        port_security: bool = True,
+    ) -> Record:
+        self.networks.require(network_id, NETWORK_MISSING)
+        ips = self._allocate_fixed_ips(network_id, fixed_ips)
+        sgs = (
+            security_groups
+            if security_groups is not None
+            else (
+                [self.default_sg_id]
+                if port_security and device_owner.startswith("compute:")
+                else []
+            )
+        )
+        row = self._base(name) | {
+            "network_id": network_id,
+            "mac_address": self._ids.mac(),
+            "admin_state_up": True,
+            "status": "ACTIVE",
+            "device_id": device_id,
+            "device_owner": device_owner,
+            "fixed_ips": ips,
+            "allowed_address_pairs": [],
+            "security_groups": sgs,
+            "port_security_enabled": port_security,
+            "binding:vnic_type": "normal",
+            "extra_dhcp_opts": [],
+        }
+        self.ports.insert(row)
+        self._index_device(row["id"], device_id)
+        return row
+
+    def _allocate_fixed_ips(
+        self, network_id: str, wanted: list[dict[str, str]] | None
+    ) -> list[dict[str, str]]:
+        subnets = [s for s in self.subnets if s["network_id"] == network_id]
+        if not subnets:
+            raise bad_request(f"Network {network_id} has no subnets.")
+        requests = wanted if wanted else [{"subnet_id": subnets[0]["id"]}]
+        claimed: list[dict[str, str]] = []
+        try:
+            for request in requests:
+                claimed.append(self._claim_one(network_id, subnets, request))
+        except ApiError:
+            self._release(claimed)
+            raise
+        return claimed
+
+    def _claim_one(
+        self, network_id: str, subnets: list[Record], request: dict[str, str]
+    ) -> dict[str, str]:
+        address = request.get("ip_address")
+        subnet_id = request.get("subnet_id")
+        if subnet_id is None and address is None:
+            return self._claim_any(network_id, subnets)
+        if subnet_id is None and address is not None:
+            subnet_id = next(
+                (s["id"] for s in subnets if self._pools[s["id"]].contains(address)), None
+            )
+            if subnet_id is None:
+                raise bad_request(
+                    f"IP address {address} is not a valid IP for any subnet on network "
+                    f"{network_id}.",
+                    kind="InvalidIpForNetwork",
+                )
+        if subnet_id is None or subnet_id not in {s["id"] for s in subnets}:
+            raise bad_request(
+                f"Invalid input for operation: subnet {subnet_id} is not on network {network_id}.",
+                kind="InvalidInput",
+            )
+        pool = self._pools[subnet_id]
+        if address is None:
+            try:
+                address = pool.allocate()
+            except PoolExhausted:
+                raise conflict(
+                    f"No more IP addresses available on network {network_id}.",
+                    kind="IpAddressGenerationFailure",
+                ) from None
+            return {"subnet_id": subnet_id, "ip_address": address}
+        if not pool.contains(address):
+            raise bad_request(
+                f"IP address {address} is not a valid IP for the specified subnet.",
+                kind="InvalidIpForSubnet",
+            )
+        if pool.in_use(address):
+            raise conflict(
+                f"Unable to complete operation for network {network_id}. The IP address "
+                f"{address} is in use.",
+                kind="IpAddressInUse",
+            )
+        pool.claim(address)
+        return {"subnet_id": subnet_id, "ip_address": str(ipaddress.ip_address(address))}
+
+    def _claim_any(self, network_id: str, subnets: list[Record]) -> dict[str, str]:
+        """An address from the first IPv4 subnet of the network that has one free."""
+        ordered = sorted(subnets, key=lambda s: s["ip_version"])
+        for subnet in ordered:
+            try:
+                return {
+                    "subnet_id": subnet["id"],
+                    "ip_address": self._pools[subnet["id"]].allocate(),
+                }
+            except PoolExhausted:
+                continue
+        raise conflict(
+            f"No more IP addresses available on network {network_id}.",
+            kind="IpAddressGenerationFailure",
+        )
+
+    def _release(self, fixed_ips: list[dict[str, str]]) -> None:
+        for entry in fixed_ips:
+            pool = self._pools.get(entry["subnet_id"])
+            if pool is not None:
+                pool.release(entry["ip_address"])
+
+    def _index_device(self, port_id: str, device_id: str) -> None:
+        if device_id:
+            self._ports_by_device.setdefault(device_id, []).append(port_id)
+
+    def _unindex_device(self, port_id: str, device_id: str) -> None:
+        ports = self._ports_by_device.get(device_id)
+        if ports and port_id in ports:
+            ports.remove(port_id)
+            if not ports:
+                del self._ports_by_device[device_id]
+
+    def ports_of_device(self, device_id: str) -> list[Record]:
+        return [self.ports.rows[port_id] for port_id in self._ports_by_device.get(device_id, [])]
+
+    def fips_of_port(self, port_id: str) -> list[Record]:
+        return [self.floatingips.rows[fip_id] for fip_id in self._fips_by_port.get(port_id, [])]
+
+    def delete_port(self, port_id: str) -> None:
+        port = self.ports.require(port_id, PORT_MISSING)
+        for fip in self.fips_of_port(port_id):
+            self._associate(fip, None, None)
+        self._release(port["fixed_ips"])
+        self._unindex_device(port_id, port["device_id"])
+        self.ports.delete(port_id)
+
+    def delete_device_ports(self, device_id: str) -> None:
+        for port in self.ports_of_device(device_id):
+            self.delete_port(port["id"])
+
+    def create_router(self, name: str, *, external_network_id: str) -> Record:
+        router = self._base(name) | {
+            "status": "ACTIVE",
+            "admin_state_up": True,
+            "routes": [],
+            "external_gateway_info": None,
+            "distributed": False,
+            "ha": False,
+            "availability_zones": ["nova"],
+        }
+        self.routers.insert(router)
+        gateway = self.create_port(
+            external_network_id,
+            device_id=router["id"],
+            device_owner="network:router_gateway",
+            port_security=False,
+        )
+        router["external_gateway_info"] = {
+            "network_id": external_network_id,
+            "enable_snat": True,
+            "external_fixed_ips": gateway["fixed_ips"],
+        }
+        return router
+
+    def add_router_interface(self, router_id: str, subnet_id: str) -> Record:
+        subnet = self.subnets.require(subnet_id, SUBNET_MISSING)
+        fixed = [{"subnet_id": subnet_id, "ip_address": subnet["gateway_ip"]}]
+        # The gateway address was claimed with the subnet; hand it to the interface port.
+        self._pools[subnet_id].release(subnet["gateway_ip"])
+        return self.create_port(
+            subnet["network_id"],
+            device_id=router_id,
+            device_owner="network:router_interface",
+            fixed_ips=fixed,
+            port_security=False,
+        )
+
+    def create_security_group(self, name: str, description: str = "") -> Record:
+        group = self._base(name, description) | {"stateful": True}
+        self.security_groups.insert(group)
+        for ethertype in ("IPv4", "IPv6"):
+            self._insert_rule(
+                {"security_group_id": group["id"], "direction": "egress", "ethertype": ethertype}
+            )
+        return group
+
+    def _insert_rule(self, fields: Record) -> Record:
+        rule = self._base("") | {
+            "security_group_id": fields["security_group_id"],
+            "direction": fields["direction"],
+            "ethertype": fields.get("ethertype", "IPv4"),
+            "protocol": fields.get("protocol"),
+            "port_range_min": fields.get("port_range_min"),
+            "port_range_max": fields.get("port_range_max"),
+            "remote_ip_prefix": fields.get("remote_ip_prefix"),
+            "remote_group_id": fields.get("remote_group_id"),
+            "remote_address_group_id": None,
+            "description": fields.get("description", ""),
+        }
+        del rule["name"]
+        del rule["tags"]
+        return self.security_group_rules.insert(rule)
+
+    def render_security_group(self, group: Record) -> Record:
+        rules = [r for r in self.security_group_rules if r["security_group_id"] == group["id"]]
+        return group | {"security_group_rules": rules}
+
+    def create_floating_ip(self, fields: Record) -> Record:
+        network_id = fields.get("floating_network_id")
+        if not isinstance(network_id, str):
+            raise bad_request("Invalid input for operation: floating_network_id is required.")
+        network = self.networks.require(network_id, NETWORK_MISSING)
+        if not network["router:external"]:
+            raise bad_request(
+                f"Bad floatingip request: Network {network_id} is not a valid external network.",
+                kind="BadRequest",
+            )
+        request: dict[str, str] = {}
+        if fields.get("subnet_id"):
+            request["subnet_id"] = str(fields["subnet_id"])
+        if fields.get("floating_ip_address"):
+            request["ip_address"] = str(fields["floating_ip_address"])
+        (allocated,) = self._allocate_fixed_ips(network_id, [request])
+        fip = self._base("", str(fields.get("description") or "")) | {
+            "floating_ip_address": allocated["ip_address"],
+            "floating_network_id": network_id,
+            "router_id": None,
+            "port_id": None,
+            "fixed_ip_address": None,
+            "status": "DOWN",
+            "port_details": None,
+            "port_forwardings": [],
+            "qos_policy_id": None,
+        }
+        fip["_subnet_id"] = allocated["subnet_id"]
+        fip["tags"] = list(fields.get("tags") or [])
+        try:
+            if fields.get("port_id"):
+                self._associate(fip, str(fields["port_id"]), fields.get("fixed_ip_address"))
+        except ApiError:
+            self._release([allocated])
+            raise
+        return self.floatingips.insert(fip)
+
+    def delete_floating_ip(self, fip_id: str) -> None:
+        fip = self.floatingips.require(fip_id, FIP_MISSING)
+        self._associate(fip, None, None)
+        self._release([{"subnet_id": fip["_subnet_id"], "ip_address": fip["floating_ip_address"]}])
+        self.floatingips.delete(fip_id)
+
+    def _associate(self, fip: Record, port_id: str | None, fixed_ip: Any) -> None:
+        old = fip["port_id"]
+        if port_id is None:
+            if old:
+                self._fips_by_port[old].remove(fip["id"])
+            fip.update(port_id=None, fixed_ip_address=None, router_id=None, status="DOWN")
+            return
+        port = self.ports.require(port_id, PORT_MISSING)
+        address = self._fixed_ip_for(port, fixed_ip)
+        for other in self.fips_of_port(port_id):
+            if other["id"] != fip["id"] and other["fixed_ip_address"] == address:
+                raise conflict(
+                    f"Cannot associate floating IP {fip['floating_ip_address']} ({fip['id']}) "
+                    f"with port {port_id} using fixed IP {address}, as that fixed IP already "
+                    f"has a floating IP on external network {fip['floating_network_id']}.",
+                    kind="FloatingIPPortAlreadyAssociated",
+                )
+        router_id = self._router_between(port["network_id"], fip["floating_network_id"])
+        if old and old != port_id:
+            self._fips_by_port[old].remove(fip["id"])
+        if old != port_id:
+            self._fips_by_port.setdefault(port_id, []).append(fip["id"])
+        fip.update(port_id=port_id, fixed_ip_address=address, router_id=router_id, status="ACTIVE")
+
+    def _fixed_ip_for(self, port: Record, wanted: Any) -> str:
+        v4 = [
+            e["ip_address"]
+            for e in port["fixed_ips"]
+            if ipaddress.ip_address(e["ip_address"]).version == 4
+        ]
+        if wanted is not None:
+            if wanted not in v4:
+                raise bad_request(f"Port {port['id']} does not have fixed ip {wanted}.")
+            return str(wanted)
+        if not v4:
+            raise bad_request(
+                f"Bad floatingip request: Port {port['id']} does not have any IPv4 address."
+            )
+        return str(v4[0])
+
+    def _router_between(self, internal_network_id: str, external_network_id: str) -> str:
+        for router in self.routers:
+            gateway = router["external_gateway_info"] or {}
+            if gateway.get("network_id") != external_network_id:
+                continue
+            if any(
+                p["network_id"] == internal_network_id for p in self.ports_of_device(router["id"])
+            ):
+                return str(router["id"])
+        raise not_found(
+            f"External network {external_network_id} is not reachable from subnet on network "
+            f"{internal_network_id}.  Therefore, cannot associate Port with a Floating IP.",
+            kind="ExternalGatewayForFloatingIPNotFound",
+        )
+
+    def router_subnets(self, router_id: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        networks = []
+        for port in self.ports_of_device(router_id):
+            for entry in port["fixed_ips"]:
+                networks.append(self._pools[entry["subnet_id"]].network)
+        return networks
+
+    def validate_routes(self, router_id: str, routes: Any) -> list[dict[str, str]]:
+        if not isinstance(routes, list):
+            raise bad_request(f"Invalid input for routes. Reason: '{routes}' is not a list.")
+        subnets = self.router_subnets(router_id)
+        result: list[dict[str, str]] = []
+        for route in routes:
+            destination, nexthop = _parse_route(route)
+            if not any(nexthop in subnet for subnet in subnets):
+                raise bad_request(
+                    f"Invalid format for routes: {route}, the nexthop is not connected with router",
+                    kind="InvalidRoutes",
+                )
+            entry = {"destination": destination, "nexthop": str(nexthop)}
+            if entry not in result:
+                result.append(entry)
+        limit = self._knobs.max_routes
+        if limit is not None and len(result) > limit:
+            raise bad_request(
+                f"Unable to complete operation for {router_id}. The number of routes "
+                f"exceeds the maximum {limit}.",
+                kind="RoutesExhausted",
+            )
+        return result
+
+    def subnet_of(self, subnet_id: str) -> Record:
+        return self.subnets.require(subnet_id, SUBNET_MISSING)
+
+
+def _default_pool(
+    net: ipaddress.IPv4Network | ipaddress.IPv6Network, gateway: str | None
+) -> tuple[str, str]:
+    first = net.network_address + 1
+    if gateway and ipaddress.ip_address(gateway) == first:
+        first += 1
+    last = net.broadcast_address - 1 if net.version == 4 else net.broadcast_address
+    return str(first), str(last)
+
+
+def _parse_route(route: Any) -> tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    if not isinstance(route, dict) or set(route) != {"destination", "nexthop"}:
+        raise bad_request(
+            f"Invalid input for routes. Reason: '{route}' is not a valid route; "
+            "expected destination and nexthop."
+        )
+    try:
+        destination = ipaddress.ip_network(route["destination"], strict=False)
+        nexthop = ipaddress.ip_address(route["nexthop"])
+    except (ValueError, TypeError):
+        raise bad_request(
+            f"Invalid input for routes. Reason: '{route}' has an invalid destination or nexthop."
+        ) from None
+    return str(destination), nexthop
+
+
+# -- HTTP ---------------------------------------------------------------------------------
+
+
+def _versions(req: Req) -> Reply:
+    href = f"{req.base_url}/network/v2.0/"
+    return ok(
+        {
+            "versions": [
+                {"id": "v2.0", "status": "CURRENT", "links": [{"rel": "self", "href": href}]}
+            ]
+        }
+    )
+
+
+def _check_fields(obj: Record, allowed: frozenset[str], neutron: Neutron) -> None:
+    reject_unknown(obj, allowed, message=UNKNOWN_ATTRIBUTES)
+    if "routes" in obj and not neutron.extension_enabled("extraroute"):
+        raise bad_request(UNKNOWN_ATTRIBUTES.format(names="routes"))
+    if "allowed_address_pairs" in obj and not neutron.extension_enabled("allowed-address-pairs"):
+        raise bad_request(UNKNOWN_ATTRIBUTES.format(names="allowed_address_pairs"))
+
+
+def _check_update(obj: Record) -> None:
+    frozen = sorted(set(obj) & READ_ONLY_ON_UPDATE)
+    if frozen:
+        raise bad_request(f"Cannot update read-only attribute {frozen[0]}")
+
+
+def _public(row: Record) -> Record:
+    """A row without the simulator's private bookkeeping keys (prefixed `_`)."""
+    return {key: value for key, value in row.items() if not key.startswith("_")}
+
+
+def _bump(table: Table, row: Record, changes: Record) -> Record:
+    changes = dict(changes)
+    changes["updated_at"] = now_iso()
+    changes["revision_number"] = row["revision_number"] + 1
+    return table.touch(row, changes)
+
+
+class NeutronApi:
+    """HTTP handlers for the Neutron model."""
+
+    def __init__(self, neutron: Neutron) -> None:
+        self.n = neutron
+
+    def listing(
+        self,
+        req: Req,
+        table: Table,
+        collection: str,
+        rows: list[Record] | None = None,
+        handled: frozenset[str] = frozenset(),
+    ) -> Reply:
+        chosen = select(table if rows is None else rows, req.query, handled=handled)
+        if table is self.n.security_groups:
+            chosen = [self.n.render_security_group(row) for row in chosen]
+        if table is self.n.floatingips:
+            chosen = [_public(row) for row in chosen]
+        return ok(paginate(chosen, req.query, collection=collection, url=req.base_url + req.path))
+
+    # -- extensions
+    def extensions(self, req: Req) -> Reply:
+        items = [
+            {
+                "alias": alias,
+                "name": name,
+                "description": name,
+                "updated": "2013-01-01T10:00:00-00:00",
+                "links": [],
+            }
+            for alias, name in EXTENSIONS
+            if self.n.extension_enabled(alias)
+        ]
+        return ok({"extensions": items})
+
+    def extension(self, req: Req) -> Reply:
+        alias = req.match["alias"]
+        for known, name in EXTENSIONS:
+            if known == alias and self.n.extension_enabled(alias):
+                return ok(
+                    {
+                        "extension": {
+                            "alias": alias,
+                            "name": name,
+                            "description": name,
+                            "updated": "2013-01-01T10:00:00-00:00",
+                            "links": [],
+                        }
+                    }
+                )
+        raise not_found(f"Extension with alias {alias} does not exist")
+
+    # -- networks
+    def networks(self, req: Req) -> Reply:
+        return self.listing(req, self.n.networks, "networks")
+
+    def network(self, req: Req) -> Reply:
+        return ok({"network": self.n.networks.require(req.match["id"], NETWORK_MISSING)})
+
+    def create_network(self, req: Req) -> Reply:
+        body = json_object(req, "network")
+        _check_fields(body, NETWORK_FIELDS, self.n)
+        extra = {
+            k: v
+            for k, v in body.items()
+            if k not in {"name", "router:external", "tenant_id", "project_id"}
+        }
+        row = self.n.create_network(
+            str(body.get("name", "")), external=bool(body.get("router:external")), **extra
+        )
+        return created({"network": row})
+
+    def update_network(self, req: Req) -> Reply:
+        row = self.n.networks.require(req.match["id"], NETWORK_MISSING)
+        body = json_object(req, "network")
+        _check_fields(body, NETWORK_FIELDS, self.n)
+        _check_update(body)
+        return ok({"network": _bump(self.n.networks, row, body)})
+
+    def delete_network(self, req: Req) -> Reply:
+        network_id = req.match["id"]
+        self.n.networks.require(network_id, NETWORK_MISSING)
+        if any(p["network_id"] == network_id for p in self.n.ports):
+            raise conflict(
+                f"Unable to complete operation on network {network_id}. There are one or "
+                "more ports still in use on the network.",
+                kind="NetworkInUse",
+            )
+        for subnet in [s for s in self.n.subnets if s["network_id"] == network_id]:
+            self.n.subnets.delete(subnet["id"])
+        self.n.networks.delete(network_id)
+        return NO_CONTENT
+
+    # -- subnets
+    def subnets(self, req: Req) -> Reply:
+        return self.listing(req, self.n.subnets, "subnets")
+
+    def subnet(self, req: Req) -> Reply:
+        return ok({"subnet": self.n.subnet_of(req.match["id"])})
+
+    def create_subnet(self, req: Req) -> Reply:
+        body = json_object(req, "subnet")
+        _check_fields(body, SUBNET_FIELDS, self.n)
+        network_id, cidr = body.get("network_id"), body.get("cidr")
+        if not isinstance(network_id, str) or not isinstance(cidr, str):
+            raise bad_request("Invalid input for operation: network_id and cidr are required.")
+        try:
+            net = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise bad_request(
+                f"Invalid input for cidr. Reason: '{cidr}' is not a valid IP subnet."
+            ) from None
+        gateway = body.get("gateway_ip", str(net.network_address + 1))
+        pools = body.get("allocation_pools")
+        pool = (pools[0]["start"], pools[0]["end"]) if pools else None
+        row = self.n.create_subnet(
+            network_id,
+            str(body.get("name", "")),
+            cidr,
+            gateway_ip=gateway,
+            pool=pool,
+            tags=string_list(body, "tags"),
+        )
+        return created({"subnet": row})
+
+    def update_subnet(self, req: Req) -> Reply:
+        row = self.n.subnet_of(req.match["id"])
+        body = json_object(req, "subnet")
+        _check_fields(body, SUBNET_FIELDS, self.n)
+        _check_update(body)
+        return ok({"subnet": _bump(self.n.subnets, row, body)})
+
+    # -- ports
+    def ports(self, req: Req) -> Reply:
+        device_ids = req.query.getall("device_id", [])
+        # The CCM's hottest Neutron call is ports?device_id=<server>: use the index.
+        rows = self.n.ports_of_device(device_ids[0]) if len(device_ids) == 1 else list(self.n.ports)
+        rows = [p for p in rows if _fixed_ips_match(p, req.query.getall("fixed_ips", []))]
+        wanted_sgs = set(query_values(req.query, "security_groups"))
+        if wanted_sgs:
+            rows = [p for p in rows if wanted_sgs & set(p["security_groups"])]
+        return self.listing(
+            req, self.n.ports, "ports", rows, handled=frozenset({"fixed_ips", "security_groups"})
+        )
+
+    def port(self, req: Req) -> Reply:
+        return ok({"port": self.n.ports.require(req.match["id"], PORT_MISSING)})
+
+    def create_port(self, req: Req) -> Reply:
+        body = json_object(req, "port")
+        _check_fields(body, PORT_FIELDS, self.n)
+        network_id = body.get("network_id")
+        if not isinstance(network_id, str):
+            raise bad_request("Invalid input for operation: network_id is required.")
+        fixed = body.get("fixed_ips")
+        if fixed is not None and not (
+            isinstance(fixed, list) and all(isinstance(e, dict) for e in fixed)
+        ):
+            raise bad_request("Invalid input for fixed_ips: a list of objects is required.")
+        sgs = string_list(body, "security_groups")
+        for sg in sgs or []:
+            self.n.security_groups.require(sg, SG_MISSING)
+        row = self.n.create_port(
+            network_id,
+            name=str(body.get("name", "")),
+            device_id=str(body.get("device_id", "")),
+            device_owner=str(body.get("device_owner", "")),
+            fixed_ips=fixed,
+            security_groups=sgs,
+            port_security=body.get("port_security_enabled", True) is not False,
+        )
+        pairs = body.get("allowed_address_pairs")
+        if pairs:
+            row["allowed_address_pairs"] = _address_pairs(row, pairs)
+        return created({"port": row})
+
+    def update_port(self, req: Req) -> Reply:
+        row = self.n.ports.require(req.match["id"], PORT_MISSING)
+        body = json_object(req, "port")
+        _check_fields(body, PORT_FIELDS, self.n)
+        _check_update(body)
+        if body.get("fixed_ips") is not None:
+            raise bad_request("Updating fixed_ips is not supported by the simulator.")
+        changes = dict(body)
+        security = body.get("port_security_enabled", row["port_security_enabled"])
+        if "security_groups" in body:
+            sgs = string_list(body, "security_groups") or []
+            for sg in sgs:
+                self.n.security_groups.require(sg, SG_MISSING)
+            if sgs and security is False:
+                raise conflict(
+                    "Port has security group associated. Cannot disable port security or ip "
+                    "address until security group is removed",
+                    kind="PortSecurityAndIPRequiredForSecurityGroups",
+                )
+            changes["security_groups"] = sgs
+        if "allowed_address_pairs" in body:
+            changes["allowed_address_pairs"] = _address_pairs(
+                row | {"port_security_enabled": security}, body["allowed_address_pairs"]
+            )
+        if "device_id" in body:
+            self.n._unindex_device(row["id"], row["device_id"])
+            self.n._index_device(row["id"], str(body["device_id"]))
+        return ok({"port": _bump(self.n.ports, row, changes)})
+
+    def delete_port(self, req: Req) -> Reply:
+        self.n.delete_port(req.match["id"])
+        return NO_CONTENT
+
+    # -- floating IPs
+    def floatingips(self, req: Req) -> Reply:
+        return self.listing(req, self.n.floatingips, "floatingips")
+
+    def floatingip(self, req: Req) -> Reply:
+        return ok({"floatingip": _public(self.n.floatingips.require(req.match["id"], FIP_MISSING))})
+
+    def create_floatingip(self, req: Req) -> Reply:
+        body = json_object(req, "floatingip")
+        _check_fields(body, FIP_FIELDS, self.n)
+        return created({"floatingip": _public(self.n.create_floating_ip(body))})
+
+    def update_floatingip(self, req: Req) -> Reply:
+        row = self.n.floatingips.require(req.match["id"], FIP_MISSING)
+        body = json_object(req, "floatingip")
+        _check_fields(body, FIP_FIELDS, self.n)
+        _check_update(body)
+        if "port_id" in body:
+            port_id = body["port_id"]
+            self.n._associate(
+                row, None if port_id is None else str(port_id), body.get("fixed_ip_address")
+            )
+        changes = {k: v for k, v in body.items() if k in {"description", "name"}}
+        return ok({"floatingip": _public(_bump(self.n.floatingips, row, changes))})
+
+    def delete_floatingip(self, req: Req) -> Reply:
+        self.n.delete_floating_ip(req.match["id"])
+        return NO_CONTENT
+
+    # -- routers
+    def routers(self, req: Req) -> Reply:
+        return self.listing(req, self.n.routers, "routers")
+
+    def router(self, req: Req) -> Reply:
+        return ok({"router": self.n.routers.require(req.match["id"], ROUTER_MISSING)})
+
+    def update_router(self, req: Req) -> Reply:
+        row = self.n.routers.require(req.match["id"], ROUTER_MISSING)
+        body = json_object(req, "router")
+        _check_fields(body, ROUTER_FIELDS, self.n)
+        _check_update(body)
+        if "external_gateway_info" in body:
+            raise bad_request("Changing the router gateway is not supported by the simulator.")
+        changes = dict(body)
+        if "routes" in body:
+            changes["routes"] = self.n.validate_routes(row["id"], body["routes"])
+        return ok({"router": _bump(self.n.routers, row, changes)})
+
+    def extraroutes(self, req: Req, *, add: bool) -> Reply:
+        if not self.n.extension_enabled("extraroute-atomic"):
+            raise not_found("The resource could not be found.")
+        row = self.n.routers.require(req.match["id"], ROUTER_MISSING)
+        body = json_object(req, "router")
+        reject_unknown(body, frozenset({"routes"}), message=UNKNOWN_ATTRIBUTES)
+        given = self.n.validate_routes(row["id"], body.get("routes", []))
+        current: list[dict[str, str]] = list(row["routes"])
+        if add:
+            routes = current + [r for r in given if r not in current]
+            self.n.validate_routes(row["id"], routes)
+        else:
+            routes = [r for r in current if r not in given]
+        return ok({"router": _bump(self.n.routers, row, {"routes": routes})})
+
+    # -- security groups
+    def security_groups(self, req: Req) -> Reply:
+        return self.listing(req, self.n.security_groups, "security_groups")
+
+    def security_group(self, req: Req) -> Reply:
+        group = self.n.security_groups.require(req.match["id"], SG_MISSING)
+        return ok({"security_group": self.n.render_security_group(group)})
+
+    def create_security_group(self, req: Req) -> Reply:
+        body = json_object(req, "security_group")
+        _check_fields(body, SG_FIELDS, self.n)
+        group = self.n.create_security_group(
+            str(body.get("name", "")), str(body.get("description", ""))
+        )
+        if body.get("tags"):
+            group["tags"] = string_list(body, "tags")
+        return created({"security_group": self.n.render_security_group(group)})
+
+    def update_security_group(self, req: Req) -> Reply:
+        group = self.n.security_groups.require(req.match["id"], SG_MISSING)
+        body = json_object(req, "security_group")
+        _check_fields(body, SG_FIELDS, self.n)
+        _check_update(body)
+        return ok(
+            {
+                "security_group": self.n.render_security_group(
+                    _bump(self.n.security_groups, group, body)
+                )
+            }
+        )
+
+    def delete_security_group(self, req: Req) -> Reply:
+        sg_id = req.match["id"]
+        self.n.security_groups.require(sg_id, SG_MISSING)
+        if any(sg_id in p["security_groups"] for p in self.n.ports):
+            raise conflict(f"Security Group {sg_id} in use.", kind="SecurityGroupInUse")
+        for rule in [r for r in self.n.security_group_rules if r["security_group_id"] == sg_id]:
+            self.n.security_group_rules.delete(rule["id"])
+        self.n.security_groups.delete(sg_id)
+        return NO_CONTENT
+
+    def rules(self, req: Req) -> Reply:
+        return self.listing(req, self.n.security_group_rules, "security_group_rules")
+
+    def rule(self, req: Req) -> Reply:
+        return ok(
+            {
+                "security_group_rule": self.n.security_group_rules.require(
+                    req.match["id"], RULE_MISSING
+                )
+            }
+        )
+
+    def create_rule(self, req: Req) -> Reply:
+        body = json_object(req, "security_group_rule")
+        _check_fields(body, RULE_FIELDS, self.n)
+        fields = _rule_fields(body)
+        self.n.security_groups.require(fields["security_group_id"], SG_MISSING)
+        for rule in self.n.security_group_rules:
+            if _rule_key(rule) == _rule_key(fields):
+                raise conflict(
+                    f"Security group rule already exists. Rule id is {rule['id']}.",
+                    kind="SecurityGroupRuleExists",
+                )
+        return created({"security_group_rule": self.n._insert_rule(fields)})
+
+    def delete_rule(self, req: Req) -> Reply:
+        self.n.security_group_rules.require(req.match["id"], RULE_MISSING)
+        self.n.security_group_rules.delete(req.match["id"])
+        return NO_CONTENT
+
+    # -- tags
+    def tag_table(self, req: Req) -> Table:
+        tables = {
+            "networks": self.n.networks,
+            "subnets": self.n.subnets,
+            "ports": self.n.ports,
+            "floatingips": self.n.floatingips,
+            "routers": self.n.routers,
+            "security-groups": self.n.security_groups,
+        }
+        return tables[req.match["collection"]]
+
+    def tagged(self, req: Req) -> Record:
+        table = self.tag_table(req)
+        return table.require(
+            req.match["id"], _missing(table.kind.replace("_", " ").capitalize(), "NotFound")
+        )
+
+    def get_tags(self, req: Req) -> Reply:
+        return ok({"tags": self.tagged(req)["tags"]})
+
+    def check_tag(self, req: Req) -> Reply:
+        if req.match["tag"] not in self.tagged(req)["tags"]:
+            raise not_found(f"Tag {req.match['tag']} could not be found.", kind="TagNotFound")
+        return NO_CONTENT
+
+    def replace_tags(self, req: Req) -> Reply:
+        row = self.tagged(req)
+        body = req.body
+        if not isinstance(body, dict) or string_list(body, "tags") is None:
+            raise bad_request("Invalid input: tags must be a list of strings.")
+        _bump(self.tag_table(req), row, {"tags": list(dict.fromkeys(body["tags"]))})
+        return ok({"tags": row["tags"]})
+
+    def add_tag(self, req: Req) -> Reply:
+        row = self.tagged(req)
+        if req.match["tag"] not in row["tags"]:
+            _bump(self.tag_table(req), row, {"tags": [*row["tags"], req.match["tag"]]})
+        return Reply(201)
+
+    def delete_tag(self, req: Req) -> Reply:
+        row = self.tagged(req)
+        tag = req.match["tag"]
+        if tag not in row["tags"]:
+            raise not_found(f"Tag {tag} could not be found.", kind="TagNotFound")
+        _bump(self.tag_table(req), row, {"tags": [t for t in row["tags"] if t != tag]})
+        return NO_CONTENT
+
+    def delete_all_tags(self, req: Req) -> Reply:
+        _bump(self.tag_table(req), self.tagged(req), {"tags": []})
+        return NO_CONTENT
+
+
+def _fixed_ips_match(port: Record, constraints: list[str]) -> bool:
+    """`fixed_ips=ip_address=X` / `fixed_ips=subnet_id=Y`: every constraint must hold."""
+    for constraint in constraints:
+        name, _, value = constraint.partition("=")
+        if not any(entry.get(name) == value for entry in port["fixed_ips"]):
+            return False
+    return True
+
+
+def _address_pairs(port: Record, pairs: Any) -> list[dict[str, str]]:
+    if not isinstance(pairs, list) or not all(
+        isinstance(p, dict) and "ip_address" in p for p in pairs
+    ):
+        raise bad_request("Invalid input for allowed_address_pairs: each pair needs ip_address.")
+    if pairs and port["port_security_enabled"] is False:
+        raise conflict(
+            "Port Security must be enabled in order to have allowed address pairs on a port.",
+            kind="AddressPairAndPortSecurityRequired",
+        )
+    result: list[dict[str, str]] = []
+    for pair in pairs:
+        try:
+            ipaddress.ip_network(pair["ip_address"], strict=False)
+        except (ValueError, TypeError):
+            raise bad_request(
+                f"'{pair['ip_address']}' is not a valid IP address or CIDR."
+            ) from None
+        entry = {
+            "ip_address": str(pair["ip_address"]),
+            "mac_address": str(pair.get("mac_address") or port["mac_address"]),
+        }
+        if entry in result:
+            raise bad_request(
+                "Request contains duplicate address pair: mac_address "
+                f"{entry['mac_address']} ip_address {entry['ip_address']}.",
+                kind="DuplicateAddressPairInRequest",
+            )
+        result.append(entry)
+    return result
+
+
+def _rule_fields(body: Record) -> Record:
+    if body.get("direction") not in {"ingress", "egress"}:
+        raise bad_request(
+            f"Invalid input for direction. Reason: {body.get('direction')!r} is not in "
+            "['ingress', 'egress']."
+        )
+    if not isinstance(body.get("security_group_id"), str):
+        raise bad_request("Invalid input for operation: security_group_id is required.")
+    ethertype = body.get("ethertype", "IPv4")
+    if ethertype not in {"IPv4", "IPv6"}:
+        raise bad_request(
+            f"Invalid input for ethertype. Reason: {ethertype!r} is not in ['IPv4', 'IPv6']."
+        )
+    protocol = body.get("protocol")
+    protocol = None if protocol in (None, "any") else str(protocol).lower()
+    low, high = body.get("port_range_min"), body.get("port_range_max")
+    if protocol in PORT_PROTOCOLS and (low is not None or high is not None):
+        _check_port_range(low, high)
+    prefix = body.get("remote_ip_prefix")
+    if prefix is not None:
+        try:
+            prefix = str(ipaddress.ip_network(prefix, strict=False))
+        except (ValueError, TypeError):
+            raise bad_request(f"Invalid input for remote_ip_prefix: '{prefix}'.") from None
+    return {
+        **body,
+        "ethertype": ethertype,
+        "protocol": protocol,
+        "remote_ip_prefix": prefix,
+        "port_range_min": low,
+        "port_range_max": high,
+    }
+
+
+def _check_port_range(low: Any, high: Any) -> None:
+    valid = all(isinstance(v, int) and 0 < v < 65536 for v in (low, high))
+    if not valid or low > high:
+        raise bad_request(f"Invalid port range {low}:{high}.", kind="SecurityGroupInvalidPortRange")
+
+
+def _rule_key(rule: Record) -> tuple[Any, ...]:
+    return (
+        rule["security_group_id"],
+        rule["direction"],
+        rule.get("ethertype", "IPv4"),
+        rule.get("protocol"),
+        rule.get("port_range_min"),
+        rule.get("port_range_max"),
+        rule.get("remote_ip_prefix"),
+        rule.get("remote_group_id"),
+    )
+
+
+def routes(neutron: Neutron) -> list[Route]:
+    """Neutron's routes under `/network`."""
+    api = NeutronApi(neutron)
+    p = PREFIX
+    table: list[Route] = [
+        Route("GET", "/network", _versions, auth=False),
+        Route("GET", "/network/", _versions, auth=False),
+        Route("GET", f"{p}/extensions", api.extensions),
+        Route("GET", f"{p}/extensions/{{alias}}", api.extension),
+        Route("PUT", f"{p}/routers/{{id}}/add_extraroutes", lambda r: api.extraroutes(r, add=True)),
+        Route(
+            "PUT", f"{p}/routers/{{id}}/remove_extraroutes", lambda r: api.extraroutes(r, add=False)
+        ),
+    ]
+    crud = {
+        "networks": (
+            api.networks,
+            api.network,
+            api.create_network,
+            api.update_network,
+            api.delete_network,
+        ),
+        "subnets": (api.subnets, api.subnet, api.create_subnet, api.update_subnet, None),
+        "ports": (api.ports, api.port, api.create_port, api.update_port, api.delete_port),
+        "floatingips": (
+            api.floatingips,
+            api.floatingip,
+            api.create_floatingip,
+            api.update_floatingip,
+            api.delete_floatingip,
+        ),
+        "routers": (api.routers, api.router, None, api.update_router, None),
+        "security-groups": (
+            api.security_groups,
+            api.security_group,
+            api.create_security_group,
+            api.update_security_group,
+            api.delete_security_group,
+        ),
+        "security-group-rules": (api.rules, api.rule, api.create_rule, None, api.delete_rule),
+    }
+    for name, (listing, get, create, update, delete) in crud.items():
+        table.append(Route("GET", f"{p}/{name}", listing))
+        table.append(Route("GET", f"{p}/{name}/{{id}}", get))
+        if create is not None:
+            table.append(Route("POST", f"{p}/{name}", create))
+        if update is not None:
+            table.append(Route("PUT", f"{p}/{name}/{{id}}", update))
+        if delete is not None:
+            table.append(Route("DELETE", f"{p}/{name}/{{id}}", delete))
+    tags = (
+        f"{p}/{{collection:networks|subnets|ports|floatingips|routers|security-groups}}/{{id}}/tags"
+    )
+    table += [
+        Route("GET", tags, api.get_tags),
+        Route("PUT", tags, api.replace_tags),
+        Route("DELETE", tags, api.delete_all_tags),
+        Route("GET", f"{tags}/{{tag}}", api.check_tag),
+        Route("PUT", f"{tags}/{{tag}}", api.add_tag),
+        Route("DELETE", f"{tags}/{{tag}}", api.delete_tag),
+    ]
+    return table

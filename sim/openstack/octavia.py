@@ -1,0 +1,1302 @@
+"""Octavia (load-balancer v2): load balancers, listeners, pools, members, health monitors.
+
+This is where a CCM spends its cloud time, so the parts it depends on are emulated
+closely: the fully populated create (listeners → default pool → members → monitor in one
+POST) with a VIP port created in Neutron; the provisioning state machine, where every
+write puts the load balancer in PENDING_* for `provisioning_delay_s` (driven by the event
+loop's `call_later`) and any further write to it or its children answers 409 "immutable"
+until it is ACTIVE again; cascade and non-cascade deletes; the batch member PUT (202);
+the validations a CCM trips over (duplicate listener port, pool/listener protocol pairs,
+monitor timeout > delay, quota); and API-version gating of fields (tags need 2.5,
+allowed_cidrs 2.12, ...) from the configurable top of the version list.
+
+Operating status is computed when a row is rendered, from members and the
+`down_member_addresses` knob, so it follows members without timers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from sim.openstack.neutron import Neutron
+from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
+from sim.openstack.settings import Knobs, version_minor
+from sim.openstack.store import Counters, Ids, Record, Table, now_iso, paginate, select
+
+PREFIXES = ("/load-balancer/v2", "/load-balancer/v2.0")
+PROVIDERS = {
+    "amphora": "Amphora provider",
+    "octavia": "Alias of amphora",
+    "amphorav2": "Amphora v2",
+    "ovn": "Octavia OVN driver",
+}
+LISTENER_PROTOCOLS = frozenset(
+    {"HTTP", "HTTPS", "TCP", "TERMINATED_HTTPS", "UDP", "SCTP", "PROMETHEUS"}
+)
+POOL_PROTOCOLS_FOR = {
+    "TCP": frozenset({"HTTP", "HTTPS", "PROXY", "PROXYV2", "TCP"}),
+    "HTTP": frozenset({"HTTP", "PROXY", "PROXYV2"}),
+    "HTTPS": frozenset({"HTTPS", "PROXY", "PROXYV2", "TCP"}),
+    "TERMINATED_HTTPS": frozenset({"HTTP", "PROXY", "PROXYV2"}),
+    "UDP": frozenset({"UDP"}),
+    "SCTP": frozenset({"SCTP"}),
+    "PROMETHEUS": frozenset(),
+}
+POOL_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TCP", "UDP", "SCTP", "PROXY", "PROXYV2"})
+ALGORITHMS = frozenset({"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"})
+MONITOR_TYPES = frozenset({"HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP"})
+PERSISTENCE_TYPES = frozenset({"SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"})
+# Minimum API minor version for a field; below it Octavia's API does not know the field.
+FIELD_MIN_MINOR = {
+    "tags": 5,
+    "flavor_id": 6,
+    "allowed_cidrs": 12,
+    "availability_zone": 14,
+    "timeout_client_data": 1,
+    "timeout_member_connect": 1,
+    "timeout_member_data": 1,
+    "timeout_tcp_inspect": 1,
+    "additional_vips": 26,
+}
+COMMON = frozenset({"name", "description", "admin_state_up", "tags", "project_id", "tenant_id"})
+LB_CREATE = COMMON | {
+    "provider",
+    "vip_subnet_id",
+    "vip_network_id",
+    "vip_port_id",
+    "vip_address",
+    "vip_qos_policy_id",
+    "flavor_id",
+    "availability_zone",
+    "listeners",
+    "pools",
+    "additional_vips",
+}
+LB_UPDATE = frozenset({"name", "description", "admin_state_up", "tags", "vip_qos_policy_id"})
+TIMEOUTS = frozenset(
+    {"timeout_client_data", "timeout_member_connect", "timeout_member_data", "timeout_tcp_inspect"}
+)
+LISTENER_UPDATE = (
+    frozenset(
+        {
+            "name",
+            "description",
+            "admin_state_up",
+            "tags",
+            "connection_limit",
+            "default_pool_id",
+            "default_tls_container_ref",
+            "sni_container_refs",
+            "insert_headers",
+            "allowed_cidrs",
+        }
+    )
+    | TIMEOUTS
+)
+LISTENER_CREATE = LISTENER_UPDATE | {
+    "protocol",
+    "protocol_port",
+    "loadbalancer_id",
+    "default_pool",
+    "project_id",
+    "tenant_id",
+    "l7policies",
+}
+POOL_UPDATE = frozenset(
+    {
+        "name",
+        "description",
+        "admin_state_up",
+        "tags",
+        "lb_algorithm",
+        "session_persistence",
+        "tls_enabled",
+    }
+)
+POOL_CREATE = POOL_UPDATE | {
+    "protocol",
+    "listener_id",
+    "loadbalancer_id",
+    "members",
+    "healthmonitor",
+    "project_id",
+    "tenant_id",
+}
+MEMBER_UPDATE = frozenset(
+    {"name", "admin_state_up", "tags", "weight", "backup", "monitor_address", "monitor_port"}
+)
+MEMBER_CREATE = MEMBER_UPDATE | {"address", "protocol_port", "subnet_id", "project_id", "tenant_id"}
+HM_UPDATE = frozenset(
+    {
+        "name",
+        "admin_state_up",
+        "tags",
+        "delay",
+        "timeout",
+        "max_retries",
+        "max_retries_down",
+        "url_path",
+        "http_method",
+        "expected_codes",
+        "http_version",
+        "domain_name",
+    }
+)
+HM_CREATE = HM_UPDATE | {"pool_id", "type", "project_id", "tenant_id"}
+HTTP_MONITORS = frozenset({"HTTP", "HTTPS"})
+PENDING = frozenset({"PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE"})
+
+Schedule = Callable[[float, Callable[[], None]], None]
+
+
+def _missing(label: str) -> Callable[[str], ApiError]:
+    return lambda row_id: not_found(f"{label} {row_id} could not be found.")
+
+
+LB_MISSING = _missing("Load Balancer")
+LISTENER_MISSING = _missing("Listener")
+POOL_MISSING = _missing("Pool")
+MEMBER_MISSING = _missing("Member")
+HM_MISSING = _missing("Health Monitor")
+
+
+def immutable(lb_id: str) -> ApiError:
+    return conflict(f"Load Balancer {lb_id} is immutable and cannot be updated.")
+
+
+@dataclass
+class Operation:
+    """One write in flight: which rows finish as ACTIVE and which disappear."""
+
+    lb_id: str
+    activate: list[tuple[Table, str]] = field(default_factory=list)
+    remove: list[tuple[Table, str]] = field(default_factory=list)
+    lb_removed: bool = False
+    error: bool = False
+
+
+class Octavia:
+    def __init__(
+        self,
+        *,
+        ids: Ids,
+        counters: Counters,
+        knobs: Knobs,
+        neutron: Neutron,
+        project_id: str,
+        schedule: Schedule,
+    ) -> None:
+        self._ids = ids
+        self._knobs = knobs
+        self._neutron = neutron
+        self._project_id = project_id
+        self._schedule = schedule
+        self.loadbalancers = Table("loadbalancer", counters)
+        self.listeners = Table("listener", counters)
+        self.pools = Table("pool", counters)
+        self.members = Table("member", counters)
+        self.healthmonitors = Table("healthmonitor", counters)
+        # Load balancers an operator pinned in PENDING_UPDATE (fault drill).
+        self.stuck: set[str] = set()
+
+    @property
+    def minor(self) -> int:
+        return version_minor(self._knobs.octavia_version)
+
+    # -- state machine ---------------------------------------------------------------------
+
+    def mutable_lb(self, lb_id: str, *, deleting: bool = False) -> Record:
+        lb = self.loadbalancers.require(lb_id, LB_MISSING)
+        allowed = {"ACTIVE", "ERROR"} if deleting else {"ACTIVE"}
+        if lb["provisioning_status"] not in allowed:
+            raise immutable(lb_id)
+        return lb
+
+    def start(self, lb: Record, op: Operation, *, lb_status: str) -> None:
+        """Mark the load balancer pending and finish `op` after the provisioning delay."""
+        lb["provisioning_status"] = lb_status
+        lb["updated_at"] = now_iso()
+        self._schedule(self._knobs.provisioning_delay_s, lambda: self.finish(op))
+
+    def finish(self, op: Operation) -> None:
+        for table, row_id in op.remove:
+            self._drop(table, row_id)
+        status = "ERROR" if op.error else "ACTIVE"
+        for table, row_id in op.activate:
+            row = table.get(row_id)
+            if row is not None:
+                row["provisioning_status"] = status
+        lb = self.loadbalancers.get(op.lb_id)
+        if lb is None:
+            return
+        if op.lb_removed:
+            self._remove_lb(lb)
+        elif op.lb_id in self.stuck:
+            lb["provisioning_status"] = "PENDING_UPDATE"
+        else:
+            lb["provisioning_status"] = status
+
+    def stick(self, lb_id: str) -> None:
+        lb = self.loadbalancers.require(lb_id, LB_MISSING)
+        self.stuck.add(lb_id)
+        lb["provisioning_status"] = "PENDING_UPDATE"
+
+    def release(self, lb_id: str) -> None:
+        lb = self.loadbalancers.require(lb_id, LB_MISSING)
+        self.stuck.discard(lb_id)
+        if lb["provisioning_status"] == "PENDING_UPDATE":
+            lb["provisioning_status"] = "ACTIVE"
+
+    def _drop(self, table: Table, row_id: str) -> None:
+        row = table.get(row_id)
+        if row is None:
+            return
+        if table is self.pools:
+            for member_id in list(row["_members"]):
+                self._drop(self.members, member_id)
+            if row["healthmonitor_id"]:
+                self._drop(self.healthmonitors, row["healthmonitor_id"])
+            for listener in self.listeners:
+                if listener["default_pool_id"] == row_id:
+                    listener["default_pool_id"] = None
+            self.loadbalancers.rows[row["_lb_id"]]["_pools"].remove(row_id)
+        elif table is self.members:
+            self.pools.rows[row["_pool_id"]]["_members"].remove(row_id)
+        elif table is self.healthmonitors:
+            self.pools.rows[row["_pool_id"]]["healthmonitor_id"] = None
+        elif table is self.listeners:
+            self.loadbalancers.rows[row["_lb_id"]]["_listeners"].remove(row_id)
+        table.delete(row_id)
+
+    def _remove_lb(self, lb: Record) -> None:
+        for pool_id in list(lb["_pools"]):
+            self._drop(self.pools, pool_id)
+        for listener_id in list(lb["_listeners"]):
+            self._drop(self.listeners, listener_id)
+        if lb["_owns_vip_port"] and self._neutron.ports.get(lb["vip_port_id"]) is not None:
+            self._neutron.delete_port(lb["vip_port_id"])
+        self.stuck.discard(lb["id"])
+        self.loadbalancers.delete(lb["id"])
+
+    # -- validation helpers ------------------------------------------------------------------
+
+    def check_fields(self, obj: Any, allowed: frozenset[str], argument: str) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise bad_request(
+                f"Invalid input for field/attribute {argument}. Value: '{obj}'. Expected an object."
+            )
+        minor = self.minor
+        unknown = sorted(
+            name for name in obj if name not in allowed or FIELD_MIN_MINOR.get(name, 0) > minor
+        )
+        if unknown:
+            raise bad_request(
+                f"Invalid input for field/attribute {argument}. Value: '{obj}'. "
+                f"Unknown attribute for argument {argument}: {', '.join(unknown)}"
+            )
+        return obj
+
+    def known(self, row: Record, allowed: frozenset[str]) -> dict[str, Any]:
+        """The fields of `row` a client could send at the current API version."""
+        minor = self.minor
+        return {
+            k: v
+            for k, v in row.items()
+            if k in allowed and FIELD_MIN_MINOR.get(k, 0) <= minor and v is not None
+        }
+
+    # -- builders (validate, then return an un-inserted row) ----------------------------------
+
+    def _base(self, obj: dict[str, Any]) -> Record:
+        stamp = now_iso()
+        tags = obj.get("tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise bad_request("Invalid input for field/attribute tags. Expected a list of strings.")
+        return {
+            "id": self._ids.uuid(),
+            "name": _str(obj, "name"),
+            "description": _str(obj, "description"),
+            "admin_state_up": obj.get("admin_state_up", True) is not False,
+            "project_id": self._project_id,
+            "tenant_id": self._project_id,
+            "tags": list(tags),
+            "provisioning_status": "PENDING_CREATE",
+            "operating_status": "OFFLINE",
+            "created_at": stamp,
+            "updated_at": None,
+        }
+
+    def new_lb(self, obj: dict[str, Any]) -> Record:
+        self.check_fields(obj, LB_CREATE, "loadbalancer")
+        provider = obj.get("provider") or "amphora"
+        if provider not in PROVIDERS:
+            raise bad_request(f"Provider '{provider}' is not enabled.")
+        if not any(obj.get(k) for k in ("vip_subnet_id", "vip_network_id", "vip_port_id")):
+            raise bad_request(
+                "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, "
+                "vip_subnet_id."
+            )
+        return self._base(obj) | {
+            "provider": provider,
+            "flavor_id": obj.get("flavor_id"),
+            "availability_zone": obj.get("availability_zone"),
+            "vip_qos_policy_id": obj.get("vip_qos_policy_id"),
+            "vip_vnic_type": "normal",
+            "additional_vips": [],
+            "_listeners": [],
+            "_pools": [],
+            "_owns_vip_port": True,
+        }
+
+    def attach_vip(self, lb: Record, obj: dict[str, Any]) -> None:
+        """Create (or adopt) the VIP port in Neutron and copy its addresses onto the LB."""
+        if obj.get("vip_port_id"):
+            port = self._neutron.ports.get(str(obj["vip_port_id"]))
+            if port is None:
+                raise bad_request(f"Validation failure: Port {obj['vip_port_id']} not found.")
+            lb["_owns_vip_port"] = False
+        else:
+            subnet_id = obj.get("vip_subnet_id") or self._subnet_of_network(
+                obj.get("vip_network_id")
+            )
+            subnet = self._neutron.subnets.get(str(subnet_id))
+            if subnet is None:
+                raise bad_request(f"Validation failure: Subnet {subnet_id} not found.")
+            if obj.get("vip_network_id") and obj["vip_network_id"] != subnet["network_id"]:
+                raise bad_request("Validation failure: vip_subnet_id is not on vip_network_id.")
+            fixed = {"subnet_id": subnet["id"]}
+            if obj.get("vip_address"):
+                fixed["ip_address"] = str(obj["vip_address"])
+            port = self._neutron.create_port(
+                subnet["network_id"],
+                name=f"octavia-lb-{lb['id']}",
+                device_id=f"lb-{lb['id']}",
+                device_owner="Octavia",
+                fixed_ips=[fixed],
+                security_groups=[],
+            )
+        first = port["fixed_ips"][0]
+        lb.update(
+            vip_port_id=port["id"],
+            vip_address=first["ip_address"],
+            vip_subnet_id=first["subnet_id"],
+            vip_network_id=port["network_id"],
+        )
+
+    def _subnet_of_network(self, network_id: Any) -> str:
+        network = self._neutron.networks.get(str(network_id))
+        if network is None:
+            raise bad_request(f"Validation failure: Network {network_id} not found.")
+        if not network["subnets"]:
+            raise bad_request(f"Validation failure: Network {network_id} has no subnets.")
+        return str(network["subnets"][0])
+
+    def new_listener(self, obj: dict[str, Any], lb: Record, siblings: list[Record]) -> Record:
+        self.check_fields(obj, LISTENER_CREATE, "listener")
+        protocol = obj.get("protocol")
+        if protocol not in LISTENER_PROTOCOLS:
+            raise bad_request(
+                f"Invalid input for field/attribute protocol. Value: '{protocol}'. Value should "
+                f"be one of: {', '.join(sorted(LISTENER_PROTOCOLS))}"
+            )
+        port = _int(obj, "protocol_port", low=1, high=65535, required=True)
+        for other in siblings:
+            if other["protocol"] == protocol and other["protocol_port"] == port:
+                raise conflict(
+                    f"Another Listener on this Load Balancer is already using protocol {protocol} "
+                    f"and protocol_port {port}"
+                )
+        if protocol == "TERMINATED_HTTPS" and not obj.get("default_tls_container_ref"):
+            raise bad_request(
+                "An SNI or default certificate container reference must be provided for "
+                "TERMINATED_HTTPS listeners."
+            )
+        return self._base(obj) | {
+            "protocol": protocol,
+            "protocol_port": port,
+            "connection_limit": _int(obj, "connection_limit", low=-1, high=2**31 - 1, default=-1),
+            "default_pool_id": None,
+            "default_tls_container_ref": obj.get("default_tls_container_ref"),
+            "sni_container_refs": list(obj.get("sni_container_refs") or []),
+            "insert_headers": _headers(obj.get("insert_headers")),
+            "l7policies": [],
+            "allowed_cidrs": _cidrs(obj.get("allowed_cidrs")),
+            "timeout_client_data": _int(
+                obj, "timeout_client_data", low=0, high=31536000000, default=50000
+            ),
+            "timeout_member_connect": _int(
+                obj, "timeout_member_connect", low=0, high=31536000000, default=5000
+            ),
+            "timeout_member_data": _int(
+                obj, "timeout_member_data", low=0, high=31536000000, default=50000
+            ),
+            "timeout_tcp_inspect": _int(
+                obj, "timeout_tcp_inspect", low=0, high=31536000000, default=0
+            ),
+            "client_ca_tls_container_ref": None,
+            "client_authentication": "NONE",
+            "_lb_id": lb["id"],
+        }
+
+    def new_pool(
+        self, obj: dict[str, Any], lb: Record, listener: Record | None, provider: str
+    ) -> Record:
+        self.check_fields(obj, POOL_CREATE, "pool")
+        protocol = obj.get("protocol")
+        if protocol not in POOL_PROTOCOLS:
+            raise bad_request(
+                f"Invalid input for field/attribute protocol. Value: '{protocol}'. Value should "
+                f"be one of: {', '.join(sorted(POOL_PROTOCOLS))}"
+            )
+        if listener is not None and protocol not in POOL_PROTOCOLS_FOR[listener["protocol"]]:
+            raise bad_request(
+                f"The pool protocol '{protocol}' is invalid while the listener protocol is "
+                f"'{listener['protocol']}'."
+            )
+        algorithm = obj.get("lb_algorithm")
+        _check_algorithm(algorithm, provider)
+        return self._base(obj) | {
+            "protocol": protocol,
+            "lb_algorithm": algorithm,
+            "session_persistence": _persistence(obj.get("session_persistence")),
+            "healthmonitor_id": None,
+            "tls_enabled": bool(obj.get("tls_enabled", False)),
+            "tls_container_ref": None,
+            "ca_tls_container_ref": None,
+            "crl_container_ref": None,
+            "_lb_id": lb["id"],
+            "_members": [],
+            "_listener_id": listener["id"] if listener else None,
+        }
+
+    def new_member(self, obj: dict[str, Any], pool: Record, siblings: list[Record]) -> Record:
+        self.check_fields(obj, MEMBER_CREATE, "member")
+        address = obj.get("address")
+        try:
+            address = str(ipaddress.ip_address(str(address)))
+        except ValueError:
+            raise bad_request(
+                f"Invalid input for field/attribute address. Value: '{address}'. "
+                "Value should be IPv4 or IPv6 format"
+            ) from None
+        port = _int(obj, "protocol_port", low=1, high=65535, required=True)
+        for other in siblings:
+            if other["address"] == address and other["protocol_port"] == port:
+                raise conflict(
+                    f"Another member on this pool is already using ip {address} on "
+                    f"protocol_port {port}"
+                )
+        subnet_id = obj.get("subnet_id")
+        if subnet_id is not None and self._neutron.subnets.get(str(subnet_id)) is None:
+            raise bad_request(f"Validation failure: Subnet {subnet_id} not found.")
+        member = self._base(obj) | {
+            "address": address,
+            "protocol_port": port,
+            "subnet_id": subnet_id,
+            "weight": _int(obj, "weight", low=0, high=256, default=1),
+            "backup": bool(obj.get("backup", False)),
+            "monitor_address": obj.get("monitor_address"),
+            "monitor_port": _int(obj, "monitor_port", low=1, high=65535, default=None),
+            "vnic_type": "normal",
+            "_pool_id": pool["id"],
+            "_lb_id": pool["_lb_id"],
+        }
+        del member["description"]
+        return member
+
+    def new_monitor(self, obj: dict[str, Any], pool: Record) -> Record:
+        self.check_fields(obj, HM_CREATE, "healthmonitor")
+        kind = obj.get("type")
+        if kind not in MONITOR_TYPES:
+            raise bad_request(
+                f"Invalid input for field/attribute type. Value: '{kind}'. Value should be one "
+                f"of: {', '.join(sorted(MONITOR_TYPES))}"
+            )
+        if pool["healthmonitor_id"]:
+            raise conflict(f"This pool already has a health monitor: {pool['healthmonitor_id']}")
+        self._check_monitor_for_pool(str(kind), pool)
+        monitor = self._base(obj) | {
+            "type": kind,
+            "_pool_id": pool["id"],
+            "_lb_id": pool["_lb_id"],
+            "http_version": None,
+            "domain_name": None,
+        }
+        http = kind in HTTP_MONITORS
+        monitor.update(
+            url_path=obj.get("url_path", "/") if http else None,
+            http_method=obj.get("http_method", "GET") if http else None,
+            expected_codes=obj.get("expected_codes", "200") if http else None,
+        )
+        del monitor["description"]
+        _apply_timing(monitor, obj, creating=True)
+        return monitor
+
+    def _check_monitor_for_pool(self, kind: str, pool: Record) -> None:
+        if pool["protocol"] != "UDP":
+            if kind == "UDP-CONNECT":
+                raise bad_request("The monitor type UDP-CONNECT is only valid for UDP pools.")
+            return
+        allowed = {"UDP-CONNECT", "SCTP", "TCP"} | ({"HTTP"} if self.minor >= 16 else set())
+        if kind not in allowed:
+            raise bad_request(f"The monitor type {kind} is not valid for a UDP pool.")
+
+    # -- inserting trees ---------------------------------------------------------------------
+
+    def insert_listener(self, listener: Record, lb: Record, op: Operation) -> None:
+        self.listeners.insert(listener)
+        lb["_listeners"].append(listener["id"])
+        op.activate.append((self.listeners, listener["id"]))
+
+    def insert_pool(self, pool: Record, lb: Record, op: Operation) -> None:
+        self.pools.insert(pool)
+        lb["_pools"].append(pool["id"])
+        if pool["_listener_id"]:
+            listener = self.listeners.rows[pool["_listener_id"]]
+            listener["default_pool_id"] = pool["id"]
+        op.activate.append((self.pools, pool["id"]))
+
+    def insert_member(self, member: Record, pool: Record, op: Operation) -> None:
+        self.members.insert(member)
+        pool["_members"].append(member["id"])
+        op.activate.append((self.members, member["id"]))
+
+    def insert_monitor(self, monitor: Record, pool: Record, op: Operation) -> None:
+        self.healthmonitors.insert(monitor)
+        pool["healthmonitor_id"] = monitor["id"]
+        op.activate.append((self.healthmonitors, monitor["id"]))
+
+    def create_tree(self, body: dict[str, Any]) -> Record:
+        """POST /loadbalancers: validate the whole tree first, then insert it all."""
+        lb = self.new_lb(body)
+        quota = self._knobs.lb_quota
+        if quota is not None and len(self.loadbalancers) >= quota:
+            raise ApiError(403, "Quota has been met for resources: Load Balancer")
+        plan = self._plan_children(body, lb)
+        self.attach_vip(lb, body)
+        self.loadbalancers.insert(lb)
+        op = Operation(lb_id=lb["id"])
+        for listener, pool, members, monitor in plan:
+            if listener is not None:
+                self.insert_listener(listener, lb, op)
+            if pool is not None:
+                self.insert_pool(pool, lb, op)
+                for member in members:
+                    self.insert_member(member, pool, op)
+                if monitor is not None:
+                    self.insert_monitor(monitor, pool, op)
+        if self._knobs.force_error_next_lbs > 0:
+            self._knobs.force_error_next_lbs -= 1
+            op.error = True
+        self.start(lb, op, lb_status="PENDING_CREATE")
+        return lb
+
+    def _plan_children(
+        self, body: dict[str, Any], lb: Record
+    ) -> list[tuple[Record | None, Record | None, list[Record], Record | None]]:
+        listeners = body.get("listeners") or []
+        pools = body.get("pools") or []
+        if not isinstance(listeners, list) or not isinstance(pools, list):
+            raise bad_request("Invalid input for field/attribute listeners. Expected a list.")
+        plan: list[tuple[Record | None, Record | None, list[Record], Record | None]] = []
+        made: list[Record] = []
+        for obj in listeners:
+            listener = self.new_listener(obj, lb, made)
+            made.append(listener)
+            plan.append((listener, *self._plan_pool(obj.get("default_pool"), lb, listener)))
+        for obj in pools:
+            plan.append((None, *self._plan_pool(obj, lb, None)))
+        return plan
+
+    def _plan_pool(
+        self, obj: Any, lb: Record, listener: Record | None
+    ) -> tuple[Record | None, list[Record], Record | None]:
+        if obj is None:
+            return None, [], None
+        pool = self.new_pool(
+            self.check_fields(obj, POOL_CREATE, "pool"), lb, listener, lb["provider"]
+        )
+        members: list[Record] = []
+        for member_obj in obj.get("members") or []:
+            members.append(self.new_member(member_obj, pool, members))
+        monitor_obj = obj.get("healthmonitor")
+        monitor = self.new_monitor(monitor_obj, pool) if monitor_obj is not None else None
+        return pool, members, monitor
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def member_status(self, member: Record) -> str:
+        if not member["admin_state_up"]:
+            return "OFFLINE"
+        pool = self.pools.rows.get(member["_pool_id"])
+        if pool is None or not pool["healthmonitor_id"]:
+            return "NO_MONITOR"
+        return "ERROR" if member["address"] in self._knobs.down_member_addresses else "ONLINE"
+
+    def pool_status(self, pool: Record) -> str:
+        if not pool["admin_state_up"]:
+            return "OFFLINE"
+        statuses = [self.member_status(self.members.rows[m]) for m in pool["_members"]]
+        if statuses and all(s == "ERROR" for s in statuses):
+            return "ERROR"
+        return "DEGRADED" if "ERROR" in statuses else "ONLINE"
+
+    def listener_status(self, listener: Record) -> str:
+        if not listener["admin_state_up"]:
+            return "OFFLINE"
+        pool = self.pools.rows.get(listener["default_pool_id"] or "")
+        if pool is None:
+            return "ONLINE"
+        return "DEGRADED" if self.pool_status(pool) in {"ERROR", "DEGRADED"} else "ONLINE"
+
+    def lb_status(self, lb: Record) -> str:
+        if lb["provisioning_status"] == "ERROR":
+            return "ERROR"
+        if lb["provisioning_status"] == "PENDING_CREATE" or not lb["admin_state_up"]:
+            return "OFFLINE"
+        statuses = [self.listener_status(self.listeners.rows[i]) for i in lb["_listeners"]]
+        return "DEGRADED" if "DEGRADED" in statuses else "ONLINE"
+
+    def render(self, table: Table, row: Record) -> Record:
+        out = {key: value for key, value in row.items() if not key.startswith("_")}
+        pending_or_error = row["provisioning_status"] in PENDING | {"ERROR"}
+        if table is self.loadbalancers:
+            out["listeners"] = [{"id": i} for i in row["_listeners"]]
+            out["pools"] = [{"id": i} for i in row["_pools"]]
+            out["operating_status"] = self.lb_status(row)
+            return out
+        lb_ref = [{"id": row["_lb_id"]}]
+        if table is self.listeners:
+            out["loadbalancers"] = lb_ref
+            out["operating_status"] = "OFFLINE" if pending_or_error else self.listener_status(row)
+        elif table is self.pools:
+            out["loadbalancers"] = lb_ref
+            out["listeners"] = [{"id": row["_listener_id"]}] if row["_listener_id"] else []
+            out["members"] = [{"id": i} for i in row["_members"]]
+            out["operating_status"] = "OFFLINE" if pending_or_error else self.pool_status(row)
+        elif table is self.members:
+            out["operating_status"] = "OFFLINE" if pending_or_error else self.member_status(row)
+        elif table is self.healthmonitors:
+            out["pools"] = [{"id": row["_pool_id"]}]
+            out["operating_status"] = "OFFLINE" if pending_or_error else "ONLINE"
+        return out
+
+
+# -- small validators -------------------------------------------------------------------------
+
+
+def _str(obj: dict[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 255:
+        raise bad_request(
+            f"Invalid input for field/attribute {name}. Value: '{value}'. "
+            "Expected a string of at most 255 characters."
+        )
+    return value
+
+
+def _int(
+    obj: dict[str, Any],
+    name: str,
+    *,
+    low: int,
+    high: int,
+    default: int | None = None,
+    required: bool = False,
+) -> Any:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise bad_request(
+                f"Invalid input for field/attribute {name}. Value: 'None'. Mandatory field missing."
+            )
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise bad_request(
+            f"Invalid input for field/attribute {name}. Value: '{value}'. Value should be "
+            f"an integer between {low} and {high}."
+        )
+    return value
+
+
+def _headers(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise bad_request(f"Invalid input for field/attribute insert_headers. Value: '{value}'.")
+    return dict(value)
+
+
+def _cidrs(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise bad_request(f"Invalid input for field/attribute allowed_cidrs. Value: '{value}'.")
+    try:
+        return [str(ipaddress.ip_network(cidr, strict=False)) for cidr in value]
+    except (ValueError, TypeError):
+        raise bad_request(
+            f"Invalid input for field/attribute allowed_cidrs. Value: '{value}'."
+        ) from None
+
+
+def _persistence(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in PERSISTENCE_TYPES:
+        raise bad_request(
+            f"Invalid input for field/attribute session_persistence. Value: '{value}'."
+        )
+    return {
+        "type": value["type"],
+        "cookie_name": value.get("cookie_name"),
+        "persistence_timeout": value.get("persistence_timeout"),
+        "persistence_granularity": value.get("persistence_granularity"),
+    }
+
+
+def _check_algorithm(algorithm: Any, provider: str) -> None:
+    if algorithm not in ALGORITHMS:
+        raise bad_request(
+            f"Invalid input for field/attribute lb_algorithm. Value: '{algorithm}'. Value "
+            f"should be one of: {', '.join(sorted(ALGORITHMS))}"
+        )
+    ovn = provider == "ovn"
+    if ovn != (algorithm == "SOURCE_IP_PORT"):
+        raise bad_request(
+            f"Provider '{provider}' does not support a requested option: lb_algorithm {algorithm}"
+        )
+
+
+def _apply_timing(monitor: Record, obj: dict[str, Any], *, creating: bool) -> None:
+    for name, low, high, default in (
+        ("delay", 0, 2**31 - 1, None),
+        ("timeout", 0, 2**31 - 1, None),
+        ("max_retries", 1, 10, None),
+        ("max_retries_down", 1, 10, 3),
+    ):
+        if creating or name in obj:
+            required = creating and default is None
+            monitor[name] = _int(obj, name, low=low, high=high, default=default, required=required)
+    if monitor["timeout"] > monitor["delay"]:
+        raise bad_request(
+            "Validation failure: The timeout value must not be greater than the delay value."
+        )
+
+
+# -- HTTP ---------------------------------------------------------------------------------------
+
+
+def _version_list(req: Req, knobs: Knobs) -> Reply:
+    top = version_minor(knobs.octavia_version)
+    href = f"{req.base_url}/load-balancer/v2"
+    versions = [
+        {
+            "id": f"v2.{minor}",
+            "status": "CURRENT" if minor == top else "SUPPORTED",
+            "updated": "2016-12-11T00:00:00Z",
+            "links": [{"href": href, "rel": "self"}],
+        }
+        for minor in range(top + 1)
+    ]
+    return ok({"versions": versions})
+
+
+def _root_of(body: Any, root: str) -> dict[str, Any]:
+    if not isinstance(body, dict) or not isinstance(body.get(root), dict):
+        raise bad_request(
+            f"Invalid input for field/attribute {root}. Value: '{body}'. Missing mandatory "
+            f"field: {root}"
+        )
+    value: dict[str, Any] = body[root]
+    return value
+
+
+class OctaviaApi:
+    def __init__(self, octavia: Octavia, knobs: Knobs) -> None:
+        self.o = octavia
+        self.knobs = knobs
+
+    def listing(
+        self, req: Req, table: Table, collection: str, rows: list[Record] | None = None
+    ) -> Reply:
+        rendered = [self.o.render(table, row) for row in (table if rows is None else rows)]
+        chosen = select(rendered, req.query)
+        return ok(paginate(chosen, req.query, collection=collection, url=req.base_url + req.path))
+
+    # load balancers
+    def lbs(self, req: Req) -> Reply:
+        return self.listing(req, self.o.loadbalancers, "loadbalancers")
+
+    def lb(self, req: Req) -> Reply:
+        row = self.o.loadbalancers.require(req.match["id"], LB_MISSING)
+        return ok({"loadbalancer": self.o.render(self.o.loadbalancers, row)})
+
+    def lb_status_tree(self, req: Req) -> Reply:
+        lb = self.o.loadbalancers.require(req.match["id"], LB_MISSING)
+        listeners = []
+        for listener_id in lb["_listeners"]:
+            listener = self.o.render(self.o.listeners, self.o.listeners.rows[listener_id])
+            pools = [
+                self.o.render(self.o.pools, self.o.pools.rows[p["id"]])
+                for p in (
+                    [{"id": listener["default_pool_id"]}] if listener["default_pool_id"] else []
+                )
+            ]
+            listener["pools"] = pools
+            listeners.append(listener)
+        tree = self.o.render(self.o.loadbalancers, lb) | {"listeners": listeners}
+        return ok({"statuses": {"loadbalancer": tree}})
+
+    def create_lb(self, req: Req) -> Reply:
+        lb = self.o.create_tree(_root_of(req.body, "loadbalancer"))
+        return created({"loadbalancer": self._full_tree(lb)})
+
+    def _full_tree(self, lb: Record) -> Record:
+        """The create response: the LB with its listeners (and their default pools) expanded."""
+        out = self.o.render(self.o.loadbalancers, lb)
+        out["listeners"] = []
+        for listener_id in lb["_listeners"]:
+            listener = self.o.render(self.o.listeners, self.o.listeners.rows[listener_id])
+            out["listeners"].append(listener)
+        out["pools"] = [self._full_pool(self.o.pools.rows[p]) for p in lb["_pools"]]
+        return out
+
+    def _full_pool(self, pool: Record) -> Record:
+        out = self.o.render(self.o.pools, pool)
+        out["members"] = [
+            self.o.render(self.o.members, self.o.members.rows[m]) for m in pool["_members"]
+        ]
+        monitor = self.o.healthmonitors.get(pool["healthmonitor_id"] or "")
+        out["healthmonitor"] = self.o.render(self.o.healthmonitors, monitor) if monitor else None
+        return out
+
+    def update_lb(self, req: Req) -> Reply:
+        body = self.o.check_fields(_root_of(req.body, "loadbalancer"), LB_UPDATE, "loadbalancer")
+        lb = self.o.mutable_lb(req.match["id"])
+        changes = {"name": _str(body, "name")} if "name" in body else {}
+        self.o.loadbalancers.touch(lb, {**body, **changes})
+        self.o.start(lb, Operation(lb_id=lb["id"]), lb_status="PENDING_UPDATE")
+        return ok({"loadbalancer": self.o.render(self.o.loadbalancers, lb)})
+
+    def delete_lb(self, req: Req) -> Reply:
+        lb = self.o.mutable_lb(req.match["id"], deleting=True)
+        cascade = req.query.get("cascade", "false").lower() in {"true", "1", "yes"}
+        if (lb["_listeners"] or lb["_pools"]) and not cascade:
+            raise bad_request(f"Cannot delete Load Balancer {lb['id']} - it has children")
+        self.o.stuck.discard(lb["id"])
+        self.o.start(lb, Operation(lb_id=lb["id"], lb_removed=True), lb_status="PENDING_DELETE")
+        return NO_CONTENT
+
+    # listeners
+    def listeners_(self, req: Req) -> Reply:
+        return self.listing(req, self.o.listeners, "listeners")
+
+    def listener(self, req: Req) -> Reply:
+        row = self.o.listeners.require(req.match["id"], LISTENER_MISSING)
+        return ok({"listener": self.o.render(self.o.listeners, row)})
+
+    def create_listener(self, req: Req) -> Reply:
+        body = self.o.check_fields(_root_of(req.body, "listener"), LISTENER_CREATE, "listener")
+        if "default_pool" in body:
+            raise bad_request(
+                "default_pool is only accepted in a fully populated load balancer create."
+            )
+        lb_id = body.get("loadbalancer_id")
+        if not isinstance(lb_id, str):
+            raise bad_request(
+                "Invalid input for field/attribute loadbalancer_id. Mandatory field missing."
+            )
+        lb = self._parent_lb(lb_id)
+        siblings = [self.o.listeners.rows[i] for i in lb["_listeners"]]
+        listener = self.o.new_listener(body, lb, siblings)
+        pool = self._default_pool_for(body.get("default_pool_id"), lb, listener)
+        op = Operation(lb_id=lb["id"])
+        self.o.insert_listener(listener, lb, op)
+        if pool is not None:
+            listener["default_pool_id"] = pool["id"]
+            pool["_listener_id"] = listener["id"]
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
+        return created({"listener": self.o.render(self.o.listeners, listener)})
+
+    def _parent_lb(self, lb_id: str) -> Record:
+        if self.o.loadbalancers.get(lb_id) is None:
+            raise not_found(f"Load Balancer {lb_id} could not be found.")
+        return self.o.mutable_lb(lb_id)
+
+    def _default_pool_for(self, pool_id: Any, lb: Record, listener: Record) -> Record | None:
+        if pool_id is None:
+            return None
+        pool = self.o.pools.get(str(pool_id))
+        if pool is None or pool["_lb_id"] != lb["id"]:
+            raise not_found(f"Pool {pool_id} could not be found.")
+        if pool["_listener_id"] and pool["_listener_id"] != listener["id"]:
+            raise conflict(f"Pool {pool_id} is already in use by another listener.")
+        if pool["protocol"] not in POOL_PROTOCOLS_FOR[listener["protocol"]]:
+            raise bad_request(
+                f"The pool protocol '{pool['protocol']}' is invalid while the listener protocol "
+                f"is '{listener['protocol']}'."
+            )
+        return pool
+
+    def update_listener(self, req: Req) -> Reply:
+        listener = self.o.listeners.require(req.match["id"], LISTENER_MISSING)
+        body = self.o.check_fields(_root_of(req.body, "listener"), LISTENER_UPDATE, "listener")
+        lb = self.o.mutable_lb(listener["_lb_id"])
+        merged = self.o.known(listener, LISTENER_CREATE) | body
+        merged.pop("default_pool_id", None)
+        others = [self.o.listeners.rows[i] for i in lb["_listeners"] if i != listener["id"]]
+        checked = self.o.new_listener(merged, lb, others)
+        changes = {k: checked[k] for k in body if k in checked}
+        if "default_pool_id" in body:
+            pool = self._default_pool_for(body["default_pool_id"], lb, listener)
+            changes["default_pool_id"] = pool["id"] if pool else None
+            if pool is not None:
+                pool["_listener_id"] = listener["id"]
+        self.o.listeners.touch(
+            listener, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
+        )
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], activate=[(self.o.listeners, listener["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return ok({"listener": self.o.render(self.o.listeners, listener)})
+
+    def delete_listener(self, req: Req) -> Reply:
+        listener = self.o.listeners.require(req.match["id"], LISTENER_MISSING)
+        lb = self.o.mutable_lb(listener["_lb_id"])
+        listener["provisioning_status"] = "PENDING_DELETE"
+        for pool in self.o.pools:
+            if pool["_listener_id"] == listener["id"]:
+                pool["_listener_id"] = None
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], remove=[(self.o.listeners, listener["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return NO_CONTENT
+
+    # pools
+    def pools_(self, req: Req) -> Reply:
+        return self.listing(req, self.o.pools, "pools")
+
+    def pool(self, req: Req) -> Reply:
+        return ok(
+            {
+                "pool": self.o.render(
+                    self.o.pools, self.o.pools.require(req.match["id"], POOL_MISSING)
+                )
+            }
+        )
+
+    def create_pool(self, req: Req) -> Reply:
+        body = self.o.check_fields(_root_of(req.body, "pool"), POOL_CREATE, "pool")
+        listener = None
+        if body.get("listener_id"):
+            listener = self.o.listeners.get(str(body["listener_id"]))
+            if listener is None:
+                raise not_found(f"Listener {body['listener_id']} could not be found.")
+            if listener["default_pool_id"]:
+                raise conflict(f"Listener {listener['id']} is already using a default pool.")
+            lb_id = listener["_lb_id"]
+        elif isinstance(body.get("loadbalancer_id"), str):
+            lb_id = body["loadbalancer_id"]
+        else:
+            raise bad_request(
+                "Validation failure: Either a listener_id or loadbalancer_id must be specified."
+            )
+        lb = self._parent_lb(lb_id)
+        pool, members, monitor = self.o._plan_pool(body, lb, listener)
+        assert pool is not None
+        op = Operation(lb_id=lb["id"])
+        self.o.insert_pool(pool, lb, op)
+        for member in members:
+            self.o.insert_member(member, pool, op)
+        if monitor is not None:
+            self.o.insert_monitor(monitor, pool, op)
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
+        return created({"pool": self.o.render(self.o.pools, pool)})
+
+    def update_pool(self, req: Req) -> Reply:
+        pool = self.o.pools.require(req.match["id"], POOL_MISSING)
+        body = self.o.check_fields(_root_of(req.body, "pool"), POOL_UPDATE, "pool")
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        changes: Record = {}
+        if "lb_algorithm" in body:
+            _check_algorithm(body["lb_algorithm"], lb["provider"])
+            changes["lb_algorithm"] = body["lb_algorithm"]
+        if "session_persistence" in body:
+            changes["session_persistence"] = _persistence(body["session_persistence"])
+        for name in ("name", "description"):
+            if name in body:
+                changes[name] = _str(body, name)
+        for name in ("tags", "admin_state_up", "tls_enabled"):
+            if name in body:
+                changes[name] = body[name]
+        self.o.pools.touch(
+            pool, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
+        )
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], activate=[(self.o.pools, pool["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return ok({"pool": self.o.render(self.o.pools, pool)})
+
+    def delete_pool(self, req: Req) -> Reply:
+        pool = self.o.pools.require(req.match["id"], POOL_MISSING)
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        pool["provisioning_status"] = "PENDING_DELETE"
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], remove=[(self.o.pools, pool["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return NO_CONTENT
+
+    # members
+    def _pool_of(self, req: Req) -> Record:
+        return self.o.pools.require(req.match["pool_id"], POOL_MISSING)
+
+    def members_(self, req: Req) -> Reply:
+        pool = self._pool_of(req)
+        rows = [self.o.members.rows[m] for m in pool["_members"]]
+        return self.listing(req, self.o.members, "members", rows)
+
+    def _member_in(self, req: Req, pool: Record) -> Record:
+        member = self.o.members.get(req.match["id"])
+        if member is None or member["_pool_id"] != pool["id"]:
+            raise MEMBER_MISSING(req.match["id"])
+        return member
+
+    def member(self, req: Req) -> Reply:
+        member = self._member_in(req, self._pool_of(req))
+        return ok({"member": self.o.render(self.o.members, member)})
+
+    def create_member(self, req: Req) -> Reply:
+        pool = self._pool_of(req)
+        body = _root_of(req.body, "member")
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        siblings = [self.o.members.rows[m] for m in pool["_members"]]
+        member = self.o.new_member(body, pool, siblings)
+        op = Operation(lb_id=lb["id"])
+        self.o.insert_member(member, pool, op)
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
+        return created({"member": self.o.render(self.o.members, member)})
+
+    def update_member(self, req: Req) -> Reply:
+        pool = self._pool_of(req)
+        member = self._member_in(req, pool)
+        body = self.o.check_fields(_root_of(req.body, "member"), MEMBER_UPDATE, "member")
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        merged = self.o.known(member, MEMBER_CREATE) | body
+        checked = self.o.new_member(merged, pool, [])
+        changes = {k: checked[k] for k in body}
+        self.o.members.touch(
+            member, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
+        )
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], activate=[(self.o.members, member["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return ok({"member": self.o.render(self.o.members, member)})
+
+    def delete_member(self, req: Req) -> Reply:
+        pool = self._pool_of(req)
+        member = self._member_in(req, pool)
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        member["provisioning_status"] = "PENDING_DELETE"
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], remove=[(self.o.members, member["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return NO_CONTENT
+
+    def batch_members(self, req: Req) -> Reply:
+        if not self.knobs.batch_members:
+            raise ApiError(405, "The method specified is not allowed for this resource.")
+        pool = self._pool_of(req)
+        body = req.body
+        if not isinstance(body, dict) or not isinstance(body.get("members"), list):
+            raise bad_request(
+                "Invalid input for field/attribute members. Missing mandatory field: members"
+            )
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        wanted: list[Record] = []
+        for obj in body["members"]:
+            wanted.append(self.o.new_member(obj, pool, wanted))
+        self._apply_batch(pool, lb, wanted)
+        return Reply(202)
+
+    def _apply_batch(self, pool: Record, lb: Record, wanted: list[Record]) -> None:
+        existing = {
+            (m["address"], m["protocol_port"]): m
+            for m in (self.o.members.rows[i] for i in pool["_members"])
+        }
+        op = Operation(lb_id=lb["id"])
+        keys = set()
+        for member in wanted:
+            key = (member["address"], member["protocol_port"])
+            keys.add(key)
+            current = existing.get(key)
+            if current is None:
+                self.o.insert_member(member, pool, op)
+                continue
+            changes = {
+                k: member[k]
+                for k in (
+                    "name",
+                    "weight",
+                    "backup",
+                    "monitor_address",
+                    "monitor_port",
+                    "admin_state_up",
+                    "subnet_id",
+                    "tags",
+                )
+            }
+            if any(current[k] != v for k, v in changes.items()):
+                self.o.members.touch(current, {**changes, "provisioning_status": "PENDING_UPDATE"})
+                op.activate.append((self.o.members, current["id"]))
+        for key, member in existing.items():
+            if key not in keys:
+                member["provisioning_status"] = "PENDING_DELETE"
+                op.remove.append((self.o.members, member["id"]))
+        pool["provisioning_status"] = "PENDING_UPDATE"
+        op.activate.append((self.o.pools, pool["id"]))
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
+
+    # health monitors
+    def monitors(self, req: Req) -> Reply:
+        return self.listing(req, self.o.healthmonitors, "healthmonitors")
+
+    def monitor(self, req: Req) -> Reply:
+        row = self.o.healthmonitors.require(req.match["id"], HM_MISSING)
+        return ok({"healthmonitor": self.o.render(self.o.healthmonitors, row)})
+
+    def create_monitor(self, req: Req) -> Reply:
+        body = self.o.check_fields(_root_of(req.body, "healthmonitor"), HM_CREATE, "healthmonitor")
+        pool_id = body.get("pool_id")
+        pool = self.o.pools.get(str(pool_id))
+        if pool is None:
+            raise not_found(f"Pool {pool_id} could not be found.")
+        lb = self.o.mutable_lb(pool["_lb_id"])
+        monitor = self.o.new_monitor(body, pool)
+        op = Operation(lb_id=lb["id"])
+        self.o.insert_monitor(monitor, pool, op)
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
+        return created({"healthmonitor": self.o.render(self.o.healthmonitors, monitor)})
+
+    def update_monitor(self, req: Req) -> Reply:
+        monitor = self.o.healthmonitors.require(req.match["id"], HM_MISSING)
+        body = self.o.check_fields(_root_of(req.body, "healthmonitor"), HM_UPDATE, "healthmonitor")
+        lb = self.o.mutable_lb(monitor["_lb_id"])
+        candidate = dict(monitor)
+        _apply_timing(candidate, body, creating=False)
+        changes = {k: candidate[k] for k in ("delay", "timeout", "max_retries", "max_retries_down")}
+        for name in (
+            "name",
+            "url_path",
+            "http_method",
+            "expected_codes",
+            "http_version",
+            "domain_name",
+            "admin_state_up",
+            "tags",
+        ):
+            if name in body:
+                changes[name] = body[name]
+        self.o.healthmonitors.touch(
+            monitor, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
+        )
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], activate=[(self.o.healthmonitors, monitor["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return ok({"healthmonitor": self.o.render(self.o.healthmonitors, monitor)})
+
+    def delete_monitor(self, req: Req) -> Reply:
+        monitor = self.o.healthmonitors.require(req.match["id"], HM_MISSING)
+        lb = self.o.mutable_lb(monitor["_lb_id"])
+        monitor["provisioning_status"] = "PENDING_DELETE"
+        self.o.start(
+            lb,
+            Operation(lb_id=lb["id"], remove=[(self.o.healthmonitors, monitor["id"])]),
+            lb_status="PENDING_UPDATE",
+        )
+        return NO_CONTENT
+
+    # read-only catalogues the openstack CLI asks for
+    def providers(self, req: Req) -> Reply:
+        return ok({"providers": [{"name": n, "description": d} for n, d in PROVIDERS.items()]})
+
+    def empty(self, collection: str) -> Handler:
+        return lambda req: ok({collection: []})
+
+
+def routes(octavia: Octavia, knobs: Knobs) -> list[Route]:
+    """Octavia's routes, under both `/load-balancer/v2` and `/load-balancer/v2.0`."""
+    api = OctaviaApi(octavia, knobs)
+
+    def versions(req: Req) -> Reply:
+        return _version_list(req, knobs)
+
+    table = [
+        Route("GET", path, versions, auth=False) for path in ("/load-balancer", "/load-balancer/")
+    ]
+    for prefix in PREFIXES:
+        p = f"{prefix}/lbaas"
+        table.append(Route("GET", prefix, versions, auth=False))
+        table.append(Route("GET", f"{prefix}/", versions, auth=False))
+        crud: dict[str, tuple[Handler, Handler, Handler, Handler, Handler]] = {
+            "loadbalancers": (api.lbs, api.lb, api.create_lb, api.update_lb, api.delete_lb),
+            "listeners": (
+                api.listeners_,
+                api.listener,
+                api.create_listener,
+                api.update_listener,
+                api.delete_listener,
+            ),
+            "pools": (api.pools_, api.pool, api.create_pool, api.update_pool, api.delete_pool),
+            "healthmonitors": (
+                api.monitors,
+                api.monitor,
+                api.create_monitor,
+                api.update_monitor,
+                api.delete_monitor,
+            ),
+            "pools/{pool_id}/members": (
+                api.members_,
+                api.member,
+                api.create_member,
+                api.update_member,
+                api.delete_member,
+            ),
+        }
+        for name, (listing, get, create, update, delete) in crud.items():
+            table += [
+                Route("GET", f"{p}/{name}", listing),
+                Route("POST", f"{p}/{name}", create),
+                Route("GET", f"{p}/{name}/{{id}}", get),
+                Route("PUT", f"{p}/{name}/{{id}}", update),
+                Route("DELETE", f"{p}/{name}/{{id}}", delete),
+            ]
+        table += [
+            Route("PUT", f"{p}/pools/{{pool_id}}/members", api.batch_members),
+            Route("GET", f"{p}/loadbalancers/{{id}}/status", api.lb_status_tree),
+            Route("GET", f"{p}/providers", api.providers),
+            Route("GET", f"{p}/flavors", api.empty("flavors")),
+            Route("GET", f"{p}/flavorprofiles", api.empty("flavorprofiles")),
+            Route("GET", f"{p}/availabilityzones", api.empty("availability_zones")),
+        ]
+    return table

@@ -1,0 +1,253 @@
+"""Tables, ids, address pools and the list-query rules the simulated services share.
+
+Resources are stored as their wire representation (a JSON object per row, in insertion
+order): the simulator's job is to round-trip what the real services send and accept, the
+field lists in the reference are the contract, and a dict per row lets PUT bodies merge
+without a translation layer. Typed helpers in each service module build the rows.
+
+Every table counts its creates, updates and deletes in one shared `Counters`, which is
+what tests read to assert "exactly one load balancer was created for this Service".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, NewType
+
+from multidict import MultiMapping
+
+from sim.openstack.errors import ApiError, bad_request
+
+Record = dict[str, Any]
+ResourceId = NewType("ResourceId", str)
+
+# Query parameters that steer a list instead of filtering it.
+PAGING_PARAMS = frozenset({"limit", "marker", "sort_key", "sort_dir", "page_reverse", "fields"})
+TAG_PARAMS = frozenset({"tags", "tags-any", "not-tags", "not-tags-any"})
+
+
+class Counters:
+    """Per resource kind: how many were created, updated, deleted (never reset by deletes)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, dict[str, int]] = {}
+
+    def bump(self, kind: str, op: str) -> None:
+        by_op = self._counts.setdefault(kind, {"created": 0, "updated": 0, "deleted": 0})
+        by_op[op] = by_op.get(op, 0) + 1
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        return {kind: dict(by_op) for kind, by_op in self._counts.items()}
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+
+class Ids:
+    """Deterministic UUIDs and MACs from a seeded generator (same seed, same cloud)."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def uuid(self) -> ResourceId:
+        return ResourceId(str(uuid.UUID(int=self._rng.getrandbits(128), version=4)))
+
+    def hex(self) -> str:
+        return uuid.UUID(int=self._rng.getrandbits(128), version=4).hex
+
+    def mac(self) -> str:
+        octets = [self._rng.randrange(256) for _ in range(3)]
+        return "fa:16:3e:" + ":".join(f"{octet:02x}" for octet in octets)
+
+
+class Table:
+    """One resource kind's rows by id, counting every write in `counters`."""
+
+    def __init__(self, kind: str, counters: Counters) -> None:
+        self.kind = kind
+        self.rows: dict[str, Record] = {}
+        self._counters = counters
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(list(self.rows.values()))
+
+    def insert(self, row: Record) -> Record:
+        self.rows[row["id"]] = row
+        self._counters.bump(self.kind, "created")
+        return row
+
+    def get(self, row_id: str) -> Record | None:
+        return self.rows.get(row_id)
+
+    def require(self, row_id: str, missing: Callable[[str], ApiError]) -> Record:
+        row = self.rows.get(row_id)
+        if row is None:
+            raise missing(row_id)
+        return row
+
+    def touch(self, row: Record, changes: Record | None = None) -> Record:
+        if changes:
+            row.update(changes)
+        self._counters.bump(self.kind, "updated")
+        return row
+
+    def delete(self, row_id: str) -> Record | None:
+        row = self.rows.pop(row_id, None)
+        if row is not None:
+            self._counters.bump(self.kind, "deleted")
+        return row
+
+
+class PoolExhausted(Exception):
+    """No free address left in an allocation pool."""
+
+
+class AddressPool:
+    """Addresses of one subnet: which are used, and the lowest free one in the pool range."""
+
+    def __init__(self, cidr: str, *, start: str, end: str) -> None:
+        self.network = ipaddress.ip_network(cidr)
+        self._start = int(ipaddress.ip_address(start))
+        self._end = int(ipaddress.ip_address(end))
+        self._used: set[int] = set()
+        # Lowest address that might be free; allocation scans up from here.
+        self._hint = self._start
+
+    def contains(self, address: str) -> bool:
+        try:
+            return ipaddress.ip_address(address) in self.network
+        except ValueError:
+            return False
+
+    def in_use(self, address: str) -> bool:
+        return int(ipaddress.ip_address(address)) in self._used
+
+    def claim(self, address: str) -> None:
+        self._used.add(int(ipaddress.ip_address(address)))
+
+    def allocate(self) -> str:
+        candidate = self._hint
+        while candidate <= self._end and candidate in self._used:
+            candidate += 1
+        if candidate > self._end:
+            raise PoolExhausted(str(self.network))
+        self._used.add(candidate)
+        self._hint = candidate + 1
+        return str(ipaddress.ip_address(candidate))
+
+    def release(self, address: str) -> None:
+        value = int(ipaddress.ip_address(address))
+        self._used.discard(value)
+        if self._start <= value < self._hint:
+            self._hint = value
+
+
+def now_iso() -> str:
+    """Timestamps as Nova and Neutron print them (second precision, Z suffix)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def query_values(query: MultiMapping[str], name: str) -> list[str]:
+    """All values of a repeatable parameter, splitting comma lists (tags=a,b)."""
+    values: list[str] = []
+    for raw in query.getall(name, []):
+        values.extend(part for part in raw.split(",") if part)
+    return values
+
+
+def field_matches(value: Any, wanted: list[str]) -> bool:
+    """Neutron/Octavia equality filters: any of the wanted values, compared as strings."""
+    if isinstance(value, list):
+        return any(str(item) in wanted for item in value)
+    if isinstance(value, bool):
+        return str(value).lower() in {item.lower() for item in wanted}
+    if value is None:
+        return any(item in {"", "None", "null"} for item in wanted)
+    return str(value) in wanted
+
+
+def tags_match(tags: Iterable[str], query: MultiMapping[str]) -> bool:
+    """The four tag filters of Neutron and Octavia (all / any / none-of-all / none)."""
+    have = set(tags)
+    all_of = query_values(query, "tags")
+    any_of = query_values(query, "tags-any")
+    not_all = query_values(query, "not-tags")
+    not_any = query_values(query, "not-tags-any")
+    if all_of and not set(all_of) <= have:
+        return False
+    if any_of and not have & set(any_of):
+        return False
+    if not_all and set(not_all) <= have:
+        return False
+    return not (not_any and have & set(not_any))
+
+
+def select(
+    rows: Iterable[Record], query: MultiMapping[str], *, handled: frozenset[str] = frozenset()
+) -> list[Record]:
+    """Rows matching every equality and tag filter in `query`.
+
+    Parameters named in `handled` (filtered by the caller), paging parameters and names
+    that are not fields of the resource are ignored, as the services do by default.
+    """
+    names = {name for name in query if name not in PAGING_PARAMS | handled}
+    tag_names = names & TAG_PARAMS
+    field_names = names - TAG_PARAMS
+    wanted = {name: query.getall(name) for name in field_names}
+    result = []
+    for row in rows:
+        if tag_names and not tags_match(row.get("tags", []), query):
+            continue
+        if all(
+            name not in row or field_matches(row[name], values) for name, values in wanted.items()
+        ):
+            result.append(row)
+    return result
+
+
+def paginate(
+    rows: list[Record], query: MultiMapping[str], *, collection: str, url: str
+) -> dict[str, Any]:
+    """`{collection: page}` honouring limit/marker, with a `<collection>_links` next link."""
+    start = 0
+    marker = query.get("marker")
+    if marker:
+        ids = [row["id"] for row in rows]
+        if marker not in ids:
+            raise bad_request(f"marker [{marker}] not found")
+        start = ids.index(marker) + 1
+    limit = _limit(query)
+    page = rows[start:] if limit is None else rows[start : start + limit]
+    body: dict[str, Any] = {collection: _project(page, query)}
+    if limit is not None and start + limit < len(rows):
+        next_href = f"{url}?limit={limit}&marker={page[-1]['id']}"
+        body[f"{collection}_links"] = [{"rel": "next", "href": next_href}]
+    return body
+
+
+def _limit(query: MultiMapping[str]) -> int | None:
+    raw = query.get("limit")
+    if raw is None or raw == "":
+        return None
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise bad_request(f"limit must be an integer, not {raw!r}") from None
+    if limit < 0:
+        raise bad_request("limit must be >= 0")
+    return limit or None
+
+
+def _project(rows: list[Record], query: MultiMapping[str]) -> list[Record]:
+    fields = query.getall("fields", [])
+    if not fields:
+        return rows
+    keep = set(fields)
+    return [{key: value for key, value in row.items() if key in keep} for row in rows]
