@@ -1,0 +1,246 @@
+"""InstancesV2 against the OpenStack simulator: lookups, states, metadata, call counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from provider.errors import AmbiguousInstance, InstanceNotFound, InvalidProviderId
+from provider.interface import Instances
+from sim.openstack.testing import OpenStackSimHandle
+from sim.scenario import seed_node
+from tests.provider.conftest import MakeCloud, create_server, node
+
+
+def instances_of(make_cloud: MakeCloud, extra: str = "", **options: Any) -> Instances:
+    instances = make_cloud(extra, **options).cloud.instances()
+    assert instances is not None
+    return instances
+
+
+def server_id(sim: OpenStackSimHandle, name: str) -> str:
+    return next(str(s["id"]) for s in sim.resources("server") if s["name"] == name)
+
+
+def test_metadata_by_name_carries_provider_id_type_zone_region_and_addresses(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+
+    metadata = instances.instance_metadata(node=node("node-0002"))
+
+    assert metadata.provider_id == f"openstack:///{server_id(sim, 'node-0002')}"
+    assert metadata.instance_type == "m1.medium"
+    assert metadata.zone == "nova"
+    assert metadata.region == "RegionOne"
+    assert [(a.type, a.address) for a in metadata.node_addresses] == [
+        ("InternalIP", seed_node(2).internal_ip)
+    ]
+
+
+def test_metadata_by_provider_id_matches_the_lookup_by_name(make_cloud: MakeCloud) -> None:
+    instances = instances_of(make_cloud)
+    by_name = instances.instance_metadata(node=node("node-0001"))
+
+    by_id = instances.instance_metadata(node=node("renamed", provider_id=by_name.provider_id))
+
+    assert by_id == by_name
+
+
+def test_regional_provider_ids_name_the_configured_region(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud, environ={"OS_CCM_REGIONAL": "true"})
+
+    metadata = instances.instance_metadata(node=node("node-0001"))
+
+    assert metadata.provider_id == f"openstack://RegionOne/{server_id(sim, 'node-0001')}"
+    assert instances.instance_exists(node=node("x", provider_id=metadata.provider_id))
+
+
+def test_a_provider_id_of_another_region_is_refused(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+
+    with pytest.raises(InvalidProviderId, match="RegionTwo"):
+        instances.instance_exists(
+            node=node("x", provider_id=f"openstack://RegionTwo/{server_id(sim, 'node-0001')}")
+        )
+
+
+def test_a_bare_server_uuid_is_accepted(sim: OpenStackSimHandle, make_cloud: MakeCloud) -> None:
+    instances = instances_of(make_cloud)
+
+    assert instances.instance_exists(node=node("x", provider_id=server_id(sim, "node-0003")))
+
+
+def test_no_server_by_that_name_is_instance_not_found_not_a_generic_error(
+    make_cloud: MakeCloud,
+) -> None:
+    instances = instances_of(make_cloud)
+
+    with pytest.raises(InstanceNotFound):
+        instances.instance_metadata(node=node("node-9999"))
+    assert instances.instance_exists(node=node("node-9999")) is False
+
+
+def test_the_name_regex_is_anchored(make_cloud: MakeCloud) -> None:
+    instances = instances_of(make_cloud)
+
+    # Unanchored, "node-000" would match the four seeded servers node-0000..node-0003.
+    assert instances.instance_exists(node=node("node-000")) is False
+
+
+def test_a_deleted_server_does_not_exist_by_provider_id(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    provider_id = instances.instance_metadata(node=node("node-0001")).provider_id
+
+    sim.delete_server("node-0001")
+
+    assert instances.instance_exists(node=node("node-0001", provider_id=provider_id)) is False
+
+
+def test_two_servers_with_the_node_name_are_ambiguous(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    create_server(sim, "node-0001")
+
+    with pytest.raises(AmbiguousInstance):
+        instances.instance_metadata(node=node("node-0001"))
+
+
+@pytest.mark.parametrize(
+    ("status", "shutdown"),
+    [
+        ("SHUTOFF", True),
+        ("ACTIVE", False),
+        ("ERROR", False),
+        ("PAUSED", False),
+        ("SUSPENDED", False),
+    ],
+)
+def test_only_shutoff_is_shut_down(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud, status: str, shutdown: bool
+) -> None:
+    instances = instances_of(make_cloud)
+    sim.set_server_status("node-0000", status)
+
+    assert instances.instance_shutdown(node=node("node-0000")) is shutdown
+    assert instances.instance_exists(node=node("node-0000")) is True
+
+
+def test_an_availability_zone_with_spaces_becomes_a_label_value(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    sim.add_server(7, zone="zone A (west)")
+
+    assert instances.instance_metadata(node=node("node-0007")).zone == "zone-A-west"
+
+
+def test_a_floating_ip_on_the_server_is_an_external_ip(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    floating = sim.add_floating_ip("node-0001")
+
+    addresses = instances.instance_metadata(node=node("node-0001")).node_addresses
+
+    assert [(a.type, a.address) for a in addresses] == [
+        ("InternalIP", seed_node(1).internal_ip),
+        ("ExternalIP", floating),
+    ]
+
+
+def test_public_network_name_turns_the_tenant_address_external(make_cloud: MakeCloud) -> None:
+    instances = instances_of(make_cloud, "[Networking]\npublic-network-name = private\n")
+
+    addresses = instances.instance_metadata(node=node("node-0001")).node_addresses
+
+    assert [(a.type, a.address) for a in addresses] == [("ExternalIP", seed_node(1).internal_ip)]
+
+
+def test_a_metadata_lookup_is_two_calls_once_the_flavor_is_known(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    provider_id = instances.instance_metadata(node=node("node-0001")).provider_id
+    sid = provider_id.rsplit("/", 1)[1]
+
+    mark = sim.mark()
+    instances.instance_metadata(node=node("node-0001", provider_id=provider_id))
+    calls = [(c.method, c.path) for c in sim.calls(since=mark)]
+
+    assert calls == [
+        ("GET", f"/compute/v2.1/servers/{sid}"),
+        ("GET", f"/network/v2.0/ports?device_id={sid}"),
+    ]
+
+
+def test_nova_2_47_gives_the_flavor_name_without_a_flavor_call(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    sim.set_knobs(nova_max_microversion="2.47")
+    instances = instances_of(make_cloud)
+
+    mark = sim.mark()
+    metadata = instances.instance_metadata(node=node("node-0001"))
+
+    assert metadata.instance_type == "m1.medium"
+    assert not [c for c in sim.calls(since=mark) if "/flavors/" in c.path]
+
+
+def test_existence_and_shutdown_checks_are_one_call_each(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    target = node("x", provider_id=f"openstack:///{server_id(sim, 'node-0001')}")
+    instances.instance_exists(node=target)  # authenticates and discovers once
+
+    mark = sim.mark()
+    instances.instance_exists(node=target)
+    instances.instance_shutdown(node=target)
+
+    assert [c.method for c in sim.calls(since=mark)] == ["GET", "GET"]
+    assert not sim.writes(since=mark)
+
+
+def test_access_ips_and_the_metadata_hostname_join_the_port_address(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    create_server(
+        sim,
+        "node-0042",
+        metadata={"hostname": "n42.example"},
+        access_ipv4="203.0.113.42",
+        access_ipv6="2001:db8::42",
+    )
+
+    addresses = [
+        (a.type, a.address)
+        for a in instances.instance_metadata(node=node("node-0042")).node_addresses
+    ]
+
+    assert addresses[1:] == [
+        ("ExternalIP", "203.0.113.42"),
+        ("ExternalIP", "2001:db8::42"),
+        ("Hostname", "n42.example"),
+    ]
+    assert addresses[0][0] == "InternalIP"
+
+
+def test_ipv6_support_disabled_drops_the_ipv6_access_ip(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud, "[Networking]\nipv6-support-disabled = true\n")
+    create_server(sim, "node-0043", access_ipv6="2001:db8::43")
+
+    addresses = instances.instance_metadata(node=node("node-0043")).node_addresses
+
+    assert [a.type for a in addresses] == ["InternalIP"]
