@@ -463,8 +463,13 @@ def build_client(
         clock=clock,
         sleep=sleep,
     )
+    connection = connection or connect(settings=settings)
+    # `--user-agent name/version` tokens, as upstream adds them to its User-Agent.
+    for token in provider_settings.user_agent:
+        name, _, version = token.partition("/")
+        connection.session.additional_user_agent.append((name, version))
     return OpenStackClient(
-        connection=connection or connect(settings=settings),
+        connection=connection,
         bucket=bucket,
         metrics=ApiMetrics(registry),
         redactor=Redactor(settings.global_.secrets()),
