@@ -1,0 +1,95 @@
+"""Router routes (PUT and atomic extraroutes) and security-group rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openstack import exceptions as sdk_exceptions
+
+from sim.openstack.testing import OpenStackSimHandle
+from sim.scenario import seed_node
+
+ROUTE_0 = {"destination": seed_node(0).pod_cidr, "nexthop": seed_node(0).internal_ip}
+ROUTE_1 = {"destination": seed_node(1).pod_cidr, "nexthop": seed_node(1).internal_ip}
+
+
+def test_put_routes_replaces_the_list(sim: OpenStackSimHandle, conn: Any) -> None:
+    router = conn.network.get_router(sim.seeded.router_id)
+
+    conn.network.update_router(router, routes=[ROUTE_0, ROUTE_1])
+    conn.network.update_router(router, routes=[ROUTE_1])
+
+    assert conn.network.get_router(router.id).routes == [ROUTE_1]
+
+
+def test_add_and_remove_extraroutes_have_set_semantics(sim: OpenStackSimHandle, conn: Any) -> None:
+    router = conn.network.get_router(sim.seeded.router_id)
+
+    conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [ROUTE_0]}})
+    conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [ROUTE_0, ROUTE_1]}})
+    after_add = conn.network.get_router(router.id).routes
+    conn.network.remove_extra_routes_from_router(
+        router, body={"router": {"routes": [ROUTE_0, ROUTE_0]}}
+    )
+    conn.network.remove_extra_routes_from_router(router, body={"router": {"routes": [ROUTE_0]}})
+
+    assert after_add == [ROUTE_0, ROUTE_1]
+    assert conn.network.get_router(router.id).routes == [ROUTE_1]
+
+
+def test_nexthop_outside_router_subnets_is_400(sim: OpenStackSimHandle, conn: Any) -> None:
+    router = conn.network.get_router(sim.seeded.router_id)
+    stray = {"destination": "10.64.9.0/24", "nexthop": "192.168.77.7"}
+
+    with pytest.raises(sdk_exceptions.BadRequestException, match="nexthop is not connected"):
+        conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [stray]}})
+    with pytest.raises(sdk_exceptions.BadRequestException):
+        conn.network.update_router(router, routes=[stray])
+
+
+def test_atomic_extraroutes_are_404_when_the_extension_is_disabled(
+    sim: OpenStackSimHandle, conn: Any
+) -> None:
+    sim.set_knobs(disabled_extensions={"extraroute-atomic"})
+    router = conn.network.get_router(sim.seeded.router_id)
+
+    with pytest.raises(sdk_exceptions.NotFoundException):
+        conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [ROUTE_0]}})
+    conn.network.update_router(router, routes=[ROUTE_0])
+
+    assert conn.network.get_router(router.id).routes == [ROUTE_0]
+
+
+def test_max_routes_knob_caps_the_router(sim: OpenStackSimHandle, conn: Any) -> None:
+    sim.set_knobs(max_routes=1)
+    router = conn.network.get_router(sim.seeded.router_id)
+
+    with pytest.raises(sdk_exceptions.BadRequestException, match="exceeds the maximum 1"):
+        conn.network.update_router(router, routes=[ROUTE_0, ROUTE_1])
+
+
+def test_security_group_rules_create_list_and_refuse_duplicates(conn: Any) -> None:
+    group = conn.network.create_security_group(name="lb-sg-uid-ns-svc", description="test")
+    rule = {
+        "security_group_id": group.id,
+        "direction": "ingress",
+        "protocol": "tcp",
+        "ether_type": "IPv4",
+        "remote_ip_prefix": "10.0.0.0/16",
+        "port_range_min": 30080,
+        "port_range_max": 30080,
+    }
+
+    created = conn.network.create_security_group_rule(**rule)
+    with pytest.raises(sdk_exceptions.ConflictException):
+        conn.network.create_security_group_rule(**rule)
+    listed = list(conn.network.security_group_rules(security_group_id=group.id))
+    by_name = [g.id for g in conn.network.security_groups(name="lb-sg-uid-ns-svc")]
+    conn.network.delete_security_group_rule(created)
+
+    assert created.id in {r.id for r in listed}
+    # Neutron adds the two default egress rules to every new group.
+    assert sorted(r.direction for r in listed) == ["egress", "egress", "ingress"]
+    assert by_name == [group.id]
+    assert len(list(conn.network.security_group_rules(security_group_id=group.id))) == 2
