@@ -71,6 +71,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--random-seed", type=int, default=0, help="seed for uids, names and fault dice"
     )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a self-signed certificate written into the kubeconfig "
+        "(kubectl sends bearer tokens only over TLS)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -116,5 +122,6 @@ def run(args: argparse.Namespace) -> int:
         seed_services=args.seed_services,
         random_seed=args.random_seed,
         kubeconfig_out=args.kubeconfig_out,
+        tls=args.tls,
     )
     return asyncio.run(serve_until_signalled(settings, faults=faults))

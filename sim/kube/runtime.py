@@ -8,7 +8,9 @@ readiness line or returned to a test is already accepting connections.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -22,17 +24,27 @@ from sim.kube.settings import Faults, SimSettings
 
 
 class Running:
-    """A started simulator on the current loop: its state, URL and aiohttp runner."""
+    """A started simulator on the current loop: its state, URL and aiohttp runner.
+    With TLS, `ca_file` is the PEM file clients must trust."""
 
-    def __init__(self, sim: KubeSim, runner: web.AppRunner, url: str) -> None:
+    def __init__(
+        self, sim: KubeSim, runner: web.AppRunner, url: str, scratch: Path | None = None
+    ) -> None:
         self.sim = sim
         self.runner = runner
         self.url = url
+        self.scratch = scratch
+
+    @property
+    def ca_file(self) -> Path | None:
+        return None if self.scratch is None else self.scratch / "sim-cert.pem"
 
     async def stop(self) -> None:
         # End the watch streams first, so runner.cleanup() does not wait on them.
         self.sim.store.cut_watches()
         await self.runner.cleanup()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 async def start(settings: SimSettings, faults: Faults | None = None) -> Running:
@@ -42,14 +54,24 @@ async def start(settings: SimSettings, faults: Faults | None = None) -> Running:
         sim.application(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5
     )
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    scratch, context, ca_pem = None, None, None
+    if settings.tls:
+        from sim.kube.tls import scratch_dir, self_signed
+
+        certificate = self_signed(settings.host)
+        scratch = scratch_dir()
+        context = certificate.server_context(scratch)
+        ca_pem = certificate.cert_pem
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)
     await site.start()
     port = _bound_port(runner)
     sim.server_address = f"{settings.host}:{port}"
-    url = f"http://{settings.host}:{port}"
+    url = f"{'https' if settings.tls else 'http'}://{settings.host}:{port}"
     if settings.kubeconfig_out is not None:
-        write_kubeconfig(settings.kubeconfig_out, url=url, token=settings.admin_token)
-    return Running(sim, runner, url)
+        write_kubeconfig(
+            settings.kubeconfig_out, url=url, token=settings.admin_token, ca_pem=ca_pem
+        )
+    return Running(sim, runner, url, scratch)
 
 
 def _bound_port(runner: web.AppRunner) -> int:
@@ -59,11 +81,16 @@ def _bound_port(runner: web.AppRunner) -> int:
     raise RuntimeError("the simulator is not listening on a TCP port")
 
 
-def kubeconfig(*, url: str, token: str, user: str = "admin") -> dict[str, object]:
+def kubeconfig(
+    *, url: str, token: str, user: str = "admin", ca_pem: bytes | None = None
+) -> dict[str, object]:
+    cluster: dict[str, str] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "pyccm-sim", "cluster": {"server": url}}],
+        "clusters": [{"name": "pyccm-sim", "cluster": cluster}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "pyccm-sim", "context": {"cluster": "pyccm-sim", "user": user}}],
         "current-context": "pyccm-sim",
@@ -71,13 +98,16 @@ def kubeconfig(*, url: str, token: str, user: str = "admin") -> dict[str, object
     }
 
 
-def write_kubeconfig(path: Path, *, url: str, token: str, user: str = "admin") -> None:
+def write_kubeconfig(
+    path: Path, *, url: str, token: str, user: str = "admin", ca_pem: bytes | None = None
+) -> None:
     """Write atomically and owner-only: the file holds a bearer token."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
-        yaml.safe_dump(kubeconfig(url=url, token=token, user=user), handle, sort_keys=False)
+        config = kubeconfig(url=url, token=token, user=user, ca_pem=ca_pem)
+        yaml.safe_dump(config, handle, sort_keys=False)
     temporary.replace(path)
 
 

@@ -122,8 +122,12 @@ def verb_of(method: str, target: Target, watch: bool) -> str:
         return "get" if target.name else "list"
     if method == "DELETE" and not target.name:
         return "deletecollection"
-    verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-    return verbs.get(method, "")
+    if method == "POST":
+        # POST names no object; PUT and PATCH always do.
+        return "" if target.name else "create"
+    if not target.name:
+        return ""
+    return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
 
 
 def json_response(
@@ -212,6 +216,8 @@ class KubeSim:
         )
         if not verb or (target.subresource and verb not in ("get", "update", "patch")):
             raise errors.method_not_allowed()
+        if request.method in ("POST", "PUT", "PATCH"):
+            record["contentType"] = request.content_type
         self._authorize(user, verb, target)
         self._inject_error(verb)
         return await self._serve(request, target, verb)
@@ -411,8 +417,9 @@ class KubeSim:
         watcher = self.api.watch(start)
         try:
             await response.prepare(request)
+            table = wants_table(request.headers.get("Accept", ""))
             await self._stream(
-                response, watcher, target.rtype, timeout=timeout, bookmarks=bookmarks
+                response, watcher, target.rtype, timeout=timeout, bookmarks=bookmarks, table=table
             )
         except (ConnectionResetError, ConnectionError):
             pass  # the client went away; its watcher is dropped below
@@ -432,6 +439,7 @@ class KubeSim:
         *,
         timeout: float,
         bookmarks: bool,
+        table: bool = False,
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -439,6 +447,8 @@ class KubeSim:
         next_bookmark = loop.time() + interval
         while True:
             lines = watcher.drain()
+            if lines and table:
+                lines = [table_event(rtype, line) for line in lines]
             if lines:
                 await response.write(b"".join(lines))
             if watcher.closed:
@@ -454,6 +464,14 @@ class KubeSim:
                 await asyncio.wait_for(watcher.wakeup.wait(), timeout=max(wait, 0.0))
             except TimeoutError:
                 continue
+
+
+def table_event(rtype: ResourceType, line: bytes) -> bytes:
+    """`kubectl get -w` asks for Tables in the watch stream too: one row per event."""
+    event = _decode(line)
+    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+        event["object"] = to_table(rtype, [event["object"]], None)
+    return msgspec.json.encode(event) + b"\n"
 
 
 async def _safe_eof(response: web.StreamResponse) -> None:

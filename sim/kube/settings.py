@@ -51,6 +51,9 @@ class SimSettings:
     # Seeds uids, generateName suffixes and fault dice, so runs are reproducible.
     random_seed: int = 0
     kubeconfig_out: Path | None = None
+    # Serve HTTPS with a throwaway self-signed certificate (put in the kubeconfig): kubectl
+    # only sends a bearer token over TLS. The Python client is happy with plain http.
+    tls: bool = False
 
 
 @dataclass

@@ -89,6 +89,8 @@ class KubeSimHandle:
         client = importlib.import_module("kubernetes.client")
         configuration = client.Configuration()
         configuration.host = self.url
+        if self._running.ca_file is not None:
+            configuration.ssl_ca_cert = str(self._running.ca_file)
         configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
         return client.ApiClient(configuration)
 

@@ -3,14 +3,14 @@ OpenStack simulator's servers, and LoadBalancer Services across namespaces."""
 
 from __future__ import annotations
 
-from kubernetes import client
+from typing import Any
 
 from sim.kube.testing import KubeSimHandle
 from sim.scenario import seed_node
 from tests.sim_kube.conftest import as_json
 
 
-def test_seeded_nodes_match_the_shared_scenario(core: client.CoreV1Api) -> None:
+def test_seeded_nodes_match_the_shared_scenario(core: Any) -> None:
     nodes = as_json(core.list_node())["items"]
     expected = [seed_node(i) for i in range(3)]
     assert [n["metadata"]["name"] for n in nodes] == [s.name for s in expected]
@@ -23,7 +23,7 @@ def test_seeded_nodes_match_the_shared_scenario(core: client.CoreV1Api) -> None:
         ]
 
 
-def test_seeded_nodes_wait_for_the_cloud_provider(core: client.CoreV1Api) -> None:
+def test_seeded_nodes_wait_for_the_cloud_provider(core: Any) -> None:
     node = as_json(core.read_node("node-0000"))
     assert node["spec"]["taints"] == [
         {
@@ -37,7 +37,7 @@ def test_seeded_nodes_wait_for_the_cloud_provider(core: client.CoreV1Api) -> Non
     assert "providerID" not in node["spec"]
 
 
-def test_seeded_services_are_load_balancers_across_namespaces(core: client.CoreV1Api) -> None:
+def test_seeded_services_are_load_balancers_across_namespaces(core: Any) -> None:
     services = as_json(core.list_service_for_all_namespaces())["items"]
     assert len(services) == 4
     assert {s["metadata"]["namespace"] for s in services} == {
