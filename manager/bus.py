@@ -39,6 +39,7 @@ from protocol.messages import (
     Refused,
     Result,
     Resume,
+    Seq,
     SessionId,
     Snapshot,
     Topic,
@@ -92,7 +93,11 @@ class BusServer:
         self._cache = cache
         self._on_result = on_result
         self._context = context or zmq.Context.instance()
-        self._outbox: Mailbox[list[bytes]] = Mailbox()
+        # Frames for the bus thread to send; a delta carries its (topic, seq) so the
+        # heartbeat can announce only what was really published: announcing the cache's
+        # sequence would race deltas still in this mailbox and fake a gap.
+        self._outbox: Mailbox[tuple[list[bytes], Topic | None, Seq]] = Mailbox()
+        self._published: dict[Topic, Seq] = {}
         self._serving = threading.Event()
         self._paused = False
         self._stop = threading.Event()
@@ -116,7 +121,9 @@ class BusServer:
         if not self._serving.is_set():
             return
         metrics.BUS_SEQUENCE.labels(topic=delta.topic.value).set(delta.seq)
-        self._push([_PUB, delta.topic.value.encode(), encode(delta)])
+        self._outbox.put(
+            ([_PUB, delta.topic.value.encode(), encode(delta)], delta.topic, delta.seq)
+        )
 
     def send(self, identity: WorkerIdentity, message: Message) -> None:
         self._push([_ROUTER, identity, encode(message)])
@@ -176,9 +183,11 @@ class BusServer:
             self._outbox.close()
 
     def _forward(self, pub: zmq.Socket[bytes], router: zmq.Socket[bytes]) -> None:
-        for kind, address, payload in self._outbox.drain():
+        for (kind, address, payload), topic, seq in self._outbox.drain():
             target = pub if kind == _PUB else router
             target.send_multipart([address, payload])
+            if topic is not None:
+                self._published[topic] = seq
 
     def _receive(self, router: zmq.Socket[bytes]) -> None:
         while True:
@@ -265,10 +274,10 @@ class BusServer:
     def _heartbeat(self, pub: zmq.Socket[bytes]) -> None:
         beat = Heartbeat(
             session=self._session,
-            seqs=self._cache.seqs(),
+            seqs=dict(self._published),
             paused=self._paused or not self._serving.is_set(),
         )
         pub.send_multipart([Topic.CONTROL.value.encode(), encode(beat)])
 
     def _push(self, frames: list[bytes]) -> None:
-        self._outbox.put(frames)
+        self._outbox.put((frames, None, Seq(0)))

@@ -17,7 +17,10 @@ ObjectKey = NewType("ObjectKey", str)
 """`name` for cluster-scoped objects, `namespace/name` for namespaced ones."""
 
 
-class _View(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+# gc=False: views are frozen trees decoded from JSON and can never form a reference cycle,
+# so the cycle collector need not track them (msgspec's perf tips; ~25% faster decoding of
+# 5,000 nodes, and no GC pauses that grow with the cache).
+class _View(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, gc=False):
     """Base of every view: frozen, camelCase on the wire, defaults left out when encoding."""
 
 
