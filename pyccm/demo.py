@@ -84,8 +84,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def simulators(workdir: Path, *, nodes: int, latency: float) -> Iterator[World]:
+def simulators(
+    workdir: Path,
+    *,
+    nodes: int,
+    latency: float,
+    servers: int | None = None,
+    cloud_args: tuple[str, ...] = (),
+) -> Iterator[World]:
+    """Both simulators; the cloud has `servers` servers (default: one per node)."""
     kubeconfig = workdir / "kubeconfig"
+    servers = nodes if servers is None else servers
     cloud_dir = workdir / "cloud"
     with ExitStack() as stack:
         kube_url = stack.enter_context(
@@ -97,14 +106,9 @@ def simulators(workdir: Path, *, nodes: int, latency: float) -> Iterator[World]:
         stack.enter_context(
             child(
                 [
-                    "sim",
-                    "openstack",
-                    "--seed-nodes",
-                    str(nodes),
-                    "--write-config",
-                    str(cloud_dir),
-                    "--latency-ms",
-                    str(latency),
+                    *("sim", "openstack", "--seed-nodes", str(servers)),
+                    *("--write-config", str(cloud_dir), "--latency-ms", str(latency)),
+                    *cloud_args,
                 ],
                 workdir / "openstack.log",
             )
@@ -134,6 +138,8 @@ def child(arguments: list[str], log_path: Path) -> Iterator[str]:
             yield match.group(1)
         finally:
             _stop(process)
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 @contextmanager
