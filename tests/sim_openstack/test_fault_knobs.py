@@ -141,3 +141,17 @@ def test_knobs_are_settable_through_the_admin_endpoint(sim: OpenStackSimHandle) 
     assert answer.status_code == 200
     assert (sim.knobs()["lb_quota"], sim.knobs()["octavia_version"]) == (3, "2.11")
     assert refused.status_code == 400
+
+
+def test_call_log_is_readable_and_resettable_through_the_admin_endpoint(
+    sim: OpenStackSimHandle, conn: Any
+) -> None:
+    list(conn.network.networks())
+    logged = requests.get(f"{sim.url}/_sim/calls", timeout=5).json()
+    requests.delete(f"{sim.url}/_sim/calls", timeout=5)
+    after = requests.get(f"{sim.url}/_sim/calls?since=0", timeout=5).json()
+
+    paths = [(c["service"], c["method"], c["path"], c["status"]) for c in logged["calls"]]
+    assert ("network", "GET", "/network/v2.0/networks", 200) in paths
+    assert after["calls"] == []
+    assert not any(c["path"].startswith("/_sim") for c in logged["calls"])

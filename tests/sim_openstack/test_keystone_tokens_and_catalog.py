@@ -185,3 +185,40 @@ def test_expired_tokens_are_refused() -> None:
 
     assert issued.status_code == 201
     assert answer.status_code == 401
+
+
+def test_project_by_id_and_trust_scopes_are_accepted(sim: OpenStackSimHandle) -> None:
+    first = requests.post(
+        f"{sim.url}/identity/v3/auth/tokens",
+        json=_password_body(sim, sim.credentials.password),
+        timeout=5,
+    )
+    project_id = first.json()["token"]["project"]["id"]
+    user = {"id": first.json()["token"]["user"]["id"], "password": sim.credentials.password}
+    identity = {"methods": ["password"], "password": {"user": user}}
+
+    by_id = requests.post(
+        f"{sim.url}/identity/v3/auth/tokens",
+        timeout=5,
+        json={"auth": {"identity": identity, "scope": {"project": {"id": project_id}}}},
+    )
+    trust = requests.post(
+        f"{sim.url}/identity/v3/auth/tokens",
+        timeout=5,
+        json={
+            "auth": {
+                "identity": identity,
+                "scope": {"OS-TRUST:trust": {"id": sim.credentials.trust_id}},
+            }
+        },
+    )
+    bad_trust = requests.post(
+        f"{sim.url}/identity/v3/auth/tokens",
+        timeout=5,
+        json={"auth": {"identity": identity, "scope": {"OS-TRUST:trust": {"id": "nope"}}}},
+    )
+
+    assert by_id.status_code == 201
+    assert trust.status_code == 201
+    assert trust.json()["token"]["project"]["id"] == project_id
+    assert bad_trust.status_code == 401
