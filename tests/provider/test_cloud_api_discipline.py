@@ -223,6 +223,6 @@ def test_the_registry_builds_the_openstack_provider_from_cloud_conf(
         found = cloud.instances()
         assert found is not None
         assert found.instance_exists(node=node("node-0001")) is True
-        assert cloud.load_balancers() is None  # not built yet: the service worker idles
+        assert cloud.load_balancers() is not None  # [LoadBalancer] enabled = true by default
     finally:
         cloud.close()

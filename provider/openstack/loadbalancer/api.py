@@ -1,0 +1,461 @@
+"""The Octavia and Neutron REST calls of the load-balancer code, one method per call.
+
+Each method is one HTTP request through the process's `OpenStackClient` (throttled,
+measured as `<resource>_<op>`, errors mapped), so the call sequence of a sync reads like
+the reference's §3.14 and can be compared with upstream's call for call. openstacksdk has
+no method for the batch member update; here it is a plain `PUT /lbaas/pools/{id}/members`.
+
+Octavia answers 409 "immutable" to any write while the load balancer is PENDING_*:
+`write` turns that into `RetryAfter` (upstream would have blocked a thread polling for
+ACTIVE), so a sync stops where it is and the next one carries on from the cloud's state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from provider.errors import CloudConflict, CloudNotFound, RetryAfter
+from provider.openstack.client import OpenStackClient
+from provider.openstack.loadbalancer.resources import (
+    FloatingIp,
+    FloatingIpEnvelope,
+    FloatingIpList,
+    HealthMonitor,
+    HealthMonitorEnvelope,
+    Listener,
+    ListenerEnvelope,
+    ListenerList,
+    LoadBalancer,
+    LoadBalancerEnvelope,
+    LoadBalancerList,
+    Member,
+    MemberList,
+    Network,
+    NetworkList,
+    Pool,
+    PoolEnvelope,
+    PoolList,
+    Port,
+    PortList,
+    SecurityGroup,
+    SecurityGroupEnvelope,
+    SecurityGroupList,
+    SecurityGroupRule,
+    SecurityGroupRuleList,
+    Subnet,
+    SubnetEnvelope,
+    SubnetList,
+)
+
+Body = dict[str, Any]
+T = TypeVar("T")
+ACTIVE = "ACTIVE"
+ERROR = "ERROR"
+PENDING_DELETE = "PENDING_DELETE"
+# Waiting for ACTIVE without holding a thread: the first retry comes after 1 s (upstream's
+# first poll), then 1.5x per try up to 30 s, so a 60 s amphora boot costs ~9 cheap GETs.
+FIRST_RETRY = 1.0
+RETRY_FACTOR = 1.5
+MAX_RETRY = 30.0
+
+
+def is_pending(lb: LoadBalancer) -> bool:
+    return lb.provisioning_status.startswith("PENDING")
+
+
+class PendingBackoff:
+    """Per load balancer: how many syncs in a row found it PENDING_*, as a growing delay."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tries: dict[str, int] = {}
+
+    def retry(self, lb_id: str, why: str) -> RetryAfter:
+        with self._lock:
+            tries = self._tries.get(lb_id, 0)
+            self._tries[lb_id] = tries + 1
+        delay = min(MAX_RETRY, FIRST_RETRY * RETRY_FACTOR**tries)
+        return RetryAfter(f"load balancer {lb_id} {why}; retrying in {delay:.1f}s", delay=delay)
+
+    def clear(self, lb_id: str) -> None:
+        with self._lock:
+            self._tries.pop(lb_id, None)
+
+
+class Api:
+    def __init__(self, *, client: OpenStackClient, backoff: PendingBackoff) -> None:
+        self._client = client
+        self.backoff = backoff
+
+    # --- load balancers --------------------------------------------------------------------------
+    def find_lbs(self, name: str) -> list[LoadBalancer]:
+        return self._client.call_json(
+            LoadBalancerList,
+            "load-balancer",
+            "GET",
+            "/lbaas/loadbalancers",
+            request="loadbalancer_list",
+            params={"name": name},
+        ).loadbalancers
+
+    def get_lb(self, lb_id: str) -> LoadBalancer | None:
+        try:
+            return self._client.call_json(
+                LoadBalancerEnvelope,
+                "load-balancer",
+                "GET",
+                f"/lbaas/loadbalancers/{lb_id}",
+                request="loadbalancer_get",
+            ).loadbalancer
+        except CloudNotFound:
+            return None
+
+    def create_lb(self, body: Body) -> LoadBalancer:
+        return self._client.call_json(
+            LoadBalancerEnvelope,
+            "load-balancer",
+            "POST",
+            "/lbaas/loadbalancers",
+            request="loadbalancer_create",
+            body={"loadbalancer": body},
+            ok=(201, 202),
+        ).loadbalancer
+
+    def update_lb_tags(self, lb_id: str, tags: list[str]) -> None:
+        self.write(
+            lb_id,
+            "PUT",
+            f"/lbaas/loadbalancers/{lb_id}",
+            request="loadbalancer_update",
+            body={"loadbalancer": {"tags": tags}},
+        )
+
+    def delete_lb(self, lb_id: str, *, cascade: bool) -> None:
+        try:
+            self.write(
+                lb_id,
+                "DELETE",
+                f"/lbaas/loadbalancers/{lb_id}",
+                request="loadbalancer_delete",
+                params={"cascade": "true"} if cascade else None,
+                ok=(202, 204),
+            )
+        except CloudNotFound:
+            return
+
+    # --- listeners -------------------------------------------------------------------------------
+    def listeners(self, lb_id: str) -> list[Listener]:
+        return self._client.call_json(
+            ListenerList,
+            "load-balancer",
+            "GET",
+            "/lbaas/listeners",
+            request="listener_list",
+            params={"loadbalancer_id": lb_id},
+        ).listeners
+
+    def create_listener(self, lb_id: str, body: Body) -> Listener:
+        content = self.write(
+            lb_id,
+            "POST",
+            "/lbaas/listeners",
+            request="listener_create",
+            body={"listener": {**body, "loadbalancer_id": lb_id}},
+            ok=(201,),
+        )
+        return _decode(ListenerEnvelope, content).listener
+
+    def update_listener(self, lb_id: str, listener_id: str, body: Body) -> None:
+        self.write(
+            lb_id,
+            "PUT",
+            f"/lbaas/listeners/{listener_id}",
+            request="listener_update",
+            body={"listener": body},
+        )
+
+    def delete_listener(self, lb_id: str, listener_id: str) -> None:
+        self._delete(lb_id, f"/lbaas/listeners/{listener_id}", request="listener_delete")
+
+    # --- pools and members -----------------------------------------------------------------------
+    def pools(self, lb_id: str) -> list[Pool]:
+        return self._client.call_json(
+            PoolList,
+            "load-balancer",
+            "GET",
+            "/lbaas/pools",
+            request="pool_list",
+            params={"loadbalancer_id": lb_id},
+        ).pools
+
+    def create_pool(self, lb_id: str, body: Body) -> Pool:
+        content = self.write(
+            lb_id, "POST", "/lbaas/pools", request="pool_create", body={"pool": body}, ok=(201,)
+        )
+        return _decode(PoolEnvelope, content).pool
+
+    def update_pool(self, lb_id: str, pool_id: str, body: Body) -> None:
+        self.write(
+            lb_id, "PUT", f"/lbaas/pools/{pool_id}", request="pool_update", body={"pool": body}
+        )
+
+    def delete_pool(self, lb_id: str, pool_id: str) -> None:
+        self._delete(lb_id, f"/lbaas/pools/{pool_id}", request="pool_delete")
+
+    def members(self, pool_id: str) -> list[Member]:
+        return self._client.call_json(
+            MemberList,
+            "load-balancer",
+            "GET",
+            f"/lbaas/pools/{pool_id}/members",
+            request="member_list",
+        ).members
+
+    def replace_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
+        """The batch update: Octavia adds, updates and removes to match the list (202)."""
+        self.write(
+            lb_id,
+            "PUT",
+            f"/lbaas/pools/{pool_id}/members",
+            request="member_batch_update",
+            body={"members": members},
+            ok=(202,),
+        )
+
+    # --- health monitors -------------------------------------------------------------------------
+    def get_monitor(self, monitor_id: str) -> HealthMonitor | None:
+        try:
+            return self._client.call_json(
+                HealthMonitorEnvelope,
+                "load-balancer",
+                "GET",
+                f"/lbaas/healthmonitors/{monitor_id}",
+                request="healthmonitor_get",
+            ).healthmonitor
+        except CloudNotFound:
+            return None
+
+    def create_monitor(self, lb_id: str, body: Body) -> None:
+        self.write(
+            lb_id,
+            "POST",
+            "/lbaas/healthmonitors",
+            request="healthmonitor_create",
+            body={"healthmonitor": body},
+            ok=(201,),
+        )
+
+    def update_monitor(self, lb_id: str, monitor_id: str, body: Body) -> None:
+        self.write(
+            lb_id,
+            "PUT",
+            f"/lbaas/healthmonitors/{monitor_id}",
+            request="healthmonitor_update",
+            body={"healthmonitor": body},
+        )
+
+    def delete_monitor(self, lb_id: str, monitor_id: str) -> None:
+        self._delete(lb_id, f"/lbaas/healthmonitors/{monitor_id}", request="healthmonitor_delete")
+
+    # --- Octavia writes --------------------------------------------------------------------------
+    def write(
+        self,
+        lb_id: str,
+        method: str,
+        path: str,
+        *,
+        request: str,
+        body: Body | None = None,
+        params: Mapping[str, str] | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> bytes:
+        """One Octavia write; a 409 while the load balancer is PENDING_* is `RetryAfter`."""
+        try:
+            return self._client.call(
+                "load-balancer", method, path, request=request, body=body, params=params, ok=ok
+            )
+        except CloudConflict as exc:
+            if "immutable" in str(exc):
+                raise self.backoff.retry(lb_id, "is busy (HTTP 409 immutable)") from exc
+            raise
+
+    def _delete(self, lb_id: str, path: str, *, request: str) -> None:
+        try:
+            self.write(lb_id, "DELETE", path, request=request, ok=(202, 204))
+        except CloudNotFound:
+            return
+
+    # --- Neutron ---------------------------------------------------------------------------------
+    def floating_ips(self, **filters: str) -> list[FloatingIp]:
+        return self._client.call_json(
+            FloatingIpList,
+            "network",
+            "GET",
+            "/floatingips",
+            request="floatingip_list",
+            params=filters,
+        ).floatingips
+
+    def create_floating_ip(self, body: Body) -> FloatingIp:
+        return self._client.call_json(
+            FloatingIpEnvelope,
+            "network",
+            "POST",
+            "/floatingips",
+            request="floatingip_create",
+            body={"floatingip": body},
+            ok=(201,),
+        ).floatingip
+
+    def attach_floating_ip(self, fip_id: str, port_id: str | None) -> FloatingIp:
+        return self._client.call_json(
+            FloatingIpEnvelope,
+            "network",
+            "PUT",
+            f"/floatingips/{fip_id}",
+            request="floatingip_update",
+            body={"floatingip": {"port_id": port_id}},
+        ).floatingip
+
+    def delete_floating_ip(self, fip_id: str) -> None:
+        try:
+            self._client.call(
+                "network",
+                "DELETE",
+                f"/floatingips/{fip_id}",
+                request="floatingip_delete",
+                ok=(204,),
+            )
+        except CloudNotFound:
+            return
+
+    def external_networks(self) -> list[Network]:
+        return self._client.call_json(
+            NetworkList,
+            "network",
+            "GET",
+            "/networks",
+            request="network_list",
+            params={"router:external": "true"},
+        ).networks
+
+    def subnets(
+        self, *, network_id: str, tag_filter: tuple[str, str] | None = None
+    ) -> list[Subnet]:
+        params = {"network_id": network_id}
+        if tag_filter is not None:
+            params[tag_filter[0]] = tag_filter[1]
+        return self._client.call_json(
+            SubnetList, "network", "GET", "/subnets", request="subnet_list", params=params
+        ).subnets
+
+    def get_subnet(self, subnet_id: str) -> Subnet:
+        return self._client.call_json(
+            SubnetEnvelope, "network", "GET", f"/subnets/{subnet_id}", request="subnet_get"
+        ).subnet
+
+    def server_ports(self, server_id: str) -> list[Port]:
+        return self._client.call_json(
+            PortList,
+            "network",
+            "GET",
+            "/ports",
+            request="port_list",
+            params={"device_id": server_id},
+        ).ports
+
+    def ports_with_group(self, group_id: str) -> list[Port]:
+        return self._client.call_json(
+            PortList,
+            "network",
+            "GET",
+            "/ports",
+            request="port_list",
+            params={"security_groups": group_id},
+        ).ports
+
+    def update_port_groups(self, port_id: str, groups: list[str]) -> None:
+        self._client.call(
+            "network",
+            "PUT",
+            f"/ports/{port_id}",
+            request="port_update",
+            body={"port": {"security_groups": groups}},
+        )
+
+    # --- security groups -------------------------------------------------------------------------
+    def find_security_groups(self, name: str) -> list[SecurityGroup]:
+        return self._client.call_json(
+            SecurityGroupList,
+            "network",
+            "GET",
+            "/security-groups",
+            request="security_group_list",
+            params={"name": name},
+        ).security_groups
+
+    def create_security_group(self, name: str, description: str) -> SecurityGroup:
+        return self._client.call_json(
+            SecurityGroupEnvelope,
+            "network",
+            "POST",
+            "/security-groups",
+            request="security_group_create",
+            body={"security_group": {"name": name, "description": description}},
+            ok=(201,),
+        ).security_group
+
+    def delete_security_group(self, group_id: str) -> None:
+        try:
+            self._client.call(
+                "network",
+                "DELETE",
+                f"/security-groups/{group_id}",
+                request="security_group_delete",
+                ok=(204,),
+            )
+        except CloudNotFound:
+            return
+
+    def security_group_rules(self, group_id: str) -> list[SecurityGroupRule]:
+        return self._client.call_json(
+            SecurityGroupRuleList,
+            "network",
+            "GET",
+            "/security-group-rules",
+            request="security_group_rule_list",
+            params={"security_group_id": group_id},
+        ).security_group_rules
+
+    def create_security_group_rule(self, body: Body) -> None:
+        try:
+            self._client.call(
+                "network",
+                "POST",
+                "/security-group-rules",
+                request="security_group_rule_create",
+                body={"security_group_rule": body},
+                ok=(201,),
+            )
+        except CloudConflict:
+            return  # the same rule exists already: what we wanted
+
+    def delete_security_group_rule(self, rule_id: str) -> None:
+        try:
+            self._client.call(
+                "network",
+                "DELETE",
+                f"/security-group-rules/{rule_id}",
+                request="security_group_rule_delete",
+                ok=(204,),
+            )
+        except CloudNotFound:
+            return
+
+
+def _decode(kind: type[T], content: bytes) -> T:
+    return msgspec.json.decode(content, type=kind)

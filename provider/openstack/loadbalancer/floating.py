@@ -1,0 +1,162 @@
+"""Floating IPs of load balancers (reference §3.7), idempotent across crashes.
+
+The only write that allocates an address is one `POST /floatingips` that carries the VIP
+port, so a floating IP either exists *on the VIP port* or not at all: a sync that crashed
+after the POST finds it with `GET ?port_id=` and never allocates a second one. An address
+pyccm allocated earlier and that lost its port (the load balancer was recreated after an
+ERROR, or `keep-floatingip` kept it) is found by its description and re-attached before
+anything new is allocated, so the Service keeps its address.
+
+Only addresses whose description carries upstream's marker are ever deleted: a user's own
+floating IP (`loadBalancerIP`) is detached at most.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from provider.errors import CloudError
+from provider.openstack.loadbalancer.api import Api
+from provider.openstack.loadbalancer.naming import FIP_MARKER
+from provider.openstack.loadbalancer.resources import FloatingIp, LoadBalancer, Subnet
+from provider.openstack.loadbalancer.service_annotations import Events
+from provider.openstack.loadbalancer.service_config import FloatingSubnet, ServiceConfig
+
+Body = dict[str, object]
+
+
+def tag_filter(spec: str) -> tuple[str, str] | None:
+    """`floating-subnet-tags` as a Neutron list filter: `a,b` any, `&a,b` all, `!` negates."""
+    text = spec.strip()
+    negate = text.startswith("!")
+    text = text.removeprefix("!")
+    every = text.startswith("&")
+    text = text.removeprefix("&").strip()
+    if not text:
+        return None
+    name = {
+        (False, False): "tags-any",
+        (False, True): "tags",
+        (True, False): "not-tags-any",
+        (True, True): "not-tags",
+    }[(negate, every)]
+    return name, text
+
+
+def name_matches(pattern: str, name: str) -> bool:
+    """`floating-subnet`: a glob, a regexp when prefixed `~`, negated by a leading `!`."""
+    negate = pattern.startswith("!")
+    pattern = pattern.removeprefix("!")
+    if pattern.startswith("~"):
+        try:
+            found = re.search(pattern[1:], name) is not None
+        except re.error:
+            found = False
+    else:
+        found = fnmatch.fnmatchcase(name, pattern)
+    return found != negate
+
+
+def is_ours(fip: FloatingIp) -> bool:
+    return FIP_MARKER in fip.description
+
+
+class FloatingIps:
+    def __init__(self, *, api: Api, events: Events) -> None:
+        self._api = api
+        self._events = events
+
+    def address(self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool) -> str:
+        """The Service's public address: a floating IP on the VIP, or the VIP itself."""
+        attached = self._api.floating_ips(port_id=lb.vip_port_id)
+        if cfg.internal:
+            if owner:
+                for fip in attached:
+                    self.release(fip, keep=cfg.keep_floatingip)
+            return lb.vip_address
+        if attached:
+            return attached[0].floating_ip_address
+        if not owner:
+            raise CloudError(
+                f"load balancer {lb.id} is shared and has no floating IP: only its owner adds one",
+                retryable=False,
+            )
+        if cfg.load_balancer_ip:
+            return self._requested(cfg, lb)
+        if not cfg.floating_network_id:
+            self._events.warn(
+                "LoadBalancerForcedInternal",
+                "no floating network is configured or found: the load balancer is internal",
+            )
+            return lb.vip_address
+        return self._adopt_or_create(cfg, lb)
+
+    def release(self, fip: FloatingIp, *, keep: bool) -> None:
+        """Off the VIP: deleted when pyccm made it (unless kept), else only detached."""
+        if is_ours(fip) and not keep:
+            self._api.delete_floating_ip(fip.id)
+        else:
+            self._api.attach_floating_ip(fip.id, None)
+
+    def delete_ours(self, lb: LoadBalancer) -> None:
+        for fip in self._api.floating_ips(port_id=lb.vip_port_id):
+            if is_ours(fip):
+                self._api.delete_floating_ip(fip.id)
+
+    def _requested(self, cfg: ServiceConfig, lb: LoadBalancer) -> str:
+        """`spec.loadBalancerIP`: attach that address if it is free, else allocate it."""
+        found = self._api.floating_ips(floating_ip_address=cfg.load_balancer_ip)
+        if found:
+            fip = found[0]
+            if fip.port_id and fip.port_id != lb.vip_port_id:
+                raise CloudError(f"floating IP {cfg.load_balancer_ip} is not available")
+            return self._api.attach_floating_ip(fip.id, lb.vip_port_id).floating_ip_address
+        if not cfg.floating_network_id:
+            raise CloudError(f"no floating network to allocate {cfg.load_balancer_ip} from")
+        body = self._body(cfg, lb) | {"floating_ip_address": cfg.load_balancer_ip}
+        if cfg.floating_subnet.subnet_id:
+            body["subnet_id"] = cfg.floating_subnet.subnet_id
+        return self._api.create_floating_ip(body).floating_ip_address
+
+    def _adopt_or_create(self, cfg: ServiceConfig, lb: LoadBalancer) -> str:
+        for fip in self._api.floating_ips(description=cfg.fip_description):
+            if not fip.port_id and fip.floating_network_id == cfg.floating_network_id:
+                return self._api.attach_floating_ip(fip.id, lb.vip_port_id).floating_ip_address
+        choice = cfg.floating_subnet
+        if choice.is_matcher:
+            return self._create_in_matching_subnet(cfg, lb, choice)
+        body = self._body(cfg, lb)
+        if choice.subnet_id:
+            body["subnet_id"] = choice.subnet_id
+        return self._api.create_floating_ip(body).floating_ip_address
+
+    def _create_in_matching_subnet(
+        self, cfg: ServiceConfig, lb: LoadBalancer, choice: FloatingSubnet
+    ) -> str:
+        candidates = self._matching_subnets(cfg.floating_network_id, choice)
+        if not candidates:
+            raise CloudError(f"no subnet of network {cfg.floating_network_id} matches {choice}")
+        failure: CloudError | None = None
+        for subnet in candidates:
+            try:
+                body = self._body(cfg, lb) | {"subnet_id": subnet.id}
+                return self._api.create_floating_ip(body).floating_ip_address
+            except CloudError as exc:
+                failure = exc  # exhausted or refused: try the next matching subnet
+        assert failure is not None
+        raise failure
+
+    def _matching_subnets(self, network_id: str, choice: FloatingSubnet) -> list[Subnet]:
+        subnets = self._api.subnets(network_id=network_id, tag_filter=tag_filter(choice.tags))
+        if choice.name_pattern:
+            subnets = [s for s in subnets if name_matches(choice.name_pattern, s.name)]
+        return subnets
+
+    @staticmethod
+    def _body(cfg: ServiceConfig, lb: LoadBalancer) -> Body:
+        return {
+            "floating_network_id": cfg.floating_network_id,
+            "port_id": lb.vip_port_id,
+            "description": cfg.fip_description,
+        }

@@ -1,0 +1,275 @@
+"""`LoadBalancers` on Octavia: upstream's EnsureLoadBalancer flow without the waiting.
+
+Upstream blocks a sync thread for up to 271 s polling for ACTIVE after every write. Here
+a sync does what the cloud's current state allows and stops: a load balancer that is
+PENDING_* (just created, or busy with the previous write) raises `RetryAfter` with a short
+delay that grows while it stays pending, and the next sync re-reads the cloud and carries
+on. Nothing is remembered between syncs except that delay, so a restarted worker resumes
+exactly where a crashed one stopped.
+
+Idempotence comes from looking before creating: the load balancer is found by the
+`load-balancer-id` annotation or by name (and the legacy name) before any create; its
+children are compared with the desired specs; the floating IP is found on the VIP port or
+by its description (`floating.py`). A retry after a crash at any point creates nothing
+twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from protocol.views import LoadBalancerIngress, Node, Service
+from provider.errors import CloudError
+from provider.interface import LoadBalancerOutcome, ProviderEvent
+from provider.openstack.client import OpenStackClient
+from provider.openstack.config import OpenStackSettings
+from provider.openstack.features import CloudFeatures
+from provider.openstack.loadbalancer import service_annotations as a
+from provider.openstack.loadbalancer.api import (
+    ACTIVE,
+    ERROR,
+    PENDING_DELETE,
+    Api,
+    PendingBackoff,
+    is_pending,
+)
+from provider.openstack.loadbalancer.desired import ListenerSpec, desired_listeners
+from provider.openstack.loadbalancer.floating import FloatingIps
+from provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
+from provider.openstack.loadbalancer.reconcile import Reconciler
+from provider.openstack.loadbalancer.resources import LoadBalancer
+from provider.openstack.loadbalancer.security_groups import SecurityGroups
+from provider.openstack.loadbalancer.service_config import Resolver, ServiceConfig
+from provider.settings import ProviderSettings
+
+log = logging.getLogger(__name__)
+
+GONE = frozenset({"DELETED", PENDING_DELETE})
+
+
+def ingress(cfg: ServiceConfig, address: str) -> tuple[LoadBalancerIngress, ...]:
+    """`status.loadBalancer.ingress` (reference §3.9)."""
+    if cfg.hostname:
+        return (LoadBalancerIngress(hostname=cfg.hostname),)
+    if cfg.proxy and cfg.hostname_suffix:
+        return (LoadBalancerIngress(hostname=f"{address}.{cfg.hostname_suffix}"),)
+    # ipMode Proxy (KEP-1860): kube-proxy must not short-cut in-cluster traffic past
+    # the load balancer, or the PROXY header the backends expect is missing.
+    return (LoadBalancerIngress(ip=address, ip_mode="Proxy" if cfg.proxy else "VIP"),)
+
+
+class OctaviaLoadBalancers:
+    def __init__(
+        self,
+        *,
+        client: OpenStackClient,
+        settings: OpenStackSettings,
+        provider_settings: ProviderSettings,
+        features: CloudFeatures,
+    ) -> None:
+        self._api = Api(client=client, backoff=PendingBackoff())
+        self._resolver = Resolver(
+            api=self._api,
+            settings=settings,
+            features=features,
+            cluster=provider_settings.cluster_name,
+        )
+
+    # --- LoadBalancers ---------------------------------------------------------------------------
+    def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
+        cfg = self._resolver.resolve(service, (), a.Events(), lookups=False)
+        lb = self._find(cfg)
+        if lb is None or lb.provisioning_status in GONE:
+            return None
+        if cfg.internal or cfg.ip_version == 6:
+            return ingress(cfg, lb.vip_address)
+        attached = self._api.floating_ips(port_id=lb.vip_port_id)
+        return ingress(cfg, attached[0].floating_ip_address if attached else lb.vip_address)
+
+    def ensure(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerOutcome:
+        if not service.spec.ports:
+            raise CloudError(f"Service {service.key} has no ports", retryable=False)
+        events = a.Events()
+        cfg = self._resolver.resolve(service, nodes, events)
+        specs = desired_listeners(cfg, service, nodes)
+        lb, owner = self._usable_lb(cfg, specs)
+        if not owner:
+            self._join_shared(cfg, lb)
+        Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events).listeners(specs, owner=owner)
+        if owner and cfg.features.tags and cfg.name not in lb.tags:
+            self._api.update_lb_tags(lb.id, [*lb.tags, cfg.name])
+        address = self._address(cfg, lb, owner=owner, events=events)
+        self._security_groups(events).ensure(cfg, service, nodes)
+        return LoadBalancerOutcome(
+            ingress=ingress(cfg, address),
+            annotations_to_set={a.LOAD_BALANCER_ID: lb.id, a.LOAD_BALANCER_ADDRESS: address},
+            events=events.all(),
+        )
+
+    def update(self, *, service: Service, nodes: Sequence[Node]) -> tuple[ProviderEvent, ...]:
+        events = a.Events()
+        cfg = self._resolver.resolve(service, nodes, events)
+        lb = self._find(cfg)
+        if lb is None or lb.provisioning_status in GONE:
+            raise CloudError(f"Service {service.key} has no load balancer yet")
+        self._require_active(lb)
+        specs = desired_listeners(cfg, service, nodes)
+        Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events).backends(specs)
+        self._security_groups(events).update_members(cfg, service, nodes)
+        return events.all()
+
+    def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
+        events = a.Events()
+        cfg = self._resolver.resolve(service, (), events, lookups=False)
+        lb = self._find(cfg, include_deleting=True)
+        if lb is None:
+            self._security_groups(events).delete(cfg, service)
+            return events.all()
+        if lb.provisioning_status == PENDING_DELETE:
+            raise self._api.backoff.retry(lb.id, "is being deleted")
+        if is_pending(lb):
+            raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
+        created_by_us = lb.name.startswith(SERVICE_PREFIX) or lb.name == cfg.legacy_name
+        shared = any(is_service_tag(t) and t != cfg.name for t in lb.tags)
+        if created_by_us and not shared:
+            self._delete_lb(cfg, lb)  # raises RetryAfter until it is gone
+        self._leave_shared(cfg, lb)
+        self._security_groups(events).delete(cfg, service)
+        return events.all()
+
+    # --- finding and creating --------------------------------------------------------------------
+    def _find(self, cfg: ServiceConfig, *, include_deleting: bool = False) -> LoadBalancer | None:
+        """By the id annotation, else by name, else by the legacy name."""
+        if cfg.lb_id:
+            lb = self._api.get_lb(cfg.lb_id)
+            if lb is not None or include_deleting:
+                return lb
+            # Gone (deleted by hand?): fall back to the name, so the Service can heal.
+            log.warning(
+                "load balancer %s of %s is gone; looking it up by name", cfg.lb_id, cfg.name
+            )
+        for name in (cfg.name, cfg.legacy_name):
+            found = self._api.find_lbs(name)
+            live = [lb for lb in found if lb.provisioning_status not in GONE]
+            if len(live) > 1:
+                raise CloudError(f"{len(live)} load balancers are named {name}", retryable=False)
+            if live:
+                return live[0]
+            if found:
+                # Only deleting ones: report them so nobody creates a second load balancer
+                # while the first still holds the name (and its floating IP).
+                return found[0]
+        return None
+
+    def _usable_lb(
+        self, cfg: ServiceConfig, specs: Sequence[ListenerSpec]
+    ) -> tuple[LoadBalancer, bool]:
+        """An ACTIVE load balancer for the Service (creating it first if there is none)."""
+        lb = self._find(cfg)
+        if lb is None:
+            created = self._api.create_lb(self._create_body(cfg, specs))
+            log.info("created load balancer %s (%s) for %s", created.id, created.name, cfg.name)
+            raise self._api.backoff.retry(created.id, "was just created")
+        owner = lb.name == cfg.name or (not cfg.lb_id and lb.name == cfg.legacy_name)
+        if lb.provisioning_status in GONE:
+            raise self._api.backoff.retry(lb.id, "(the previous one) is being deleted")
+        if lb.provisioning_status == ERROR and owner:
+            # Upstream's recovery: delete it; the next sync creates a fresh one.
+            log.warning("load balancer %s is in ERROR: deleting it to recreate it", lb.id)
+            self._api.delete_lb(lb.id, cascade=True)
+            raise self._api.backoff.retry(lb.id, "was in ERROR and is being recreated")
+        self._require_active(lb)
+        return lb, owner
+
+    def _require_active(self, lb: LoadBalancer) -> None:
+        if lb.provisioning_status == ACTIVE:
+            self._api.backoff.clear(lb.id)
+            return
+        if is_pending(lb):
+            raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
+        raise CloudError(f"load balancer {lb.id} is {lb.provisioning_status}")
+
+    def _create_body(self, cfg: ServiceConfig, specs: Sequence[ListenerSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": cfg.name, "description": cfg.description}
+        if cfg.lb_provider:
+            body["provider"] = cfg.lb_provider
+        if cfg.features.tags:
+            body["tags"] = [cfg.name]
+        if cfg.flavor_id:
+            body["flavor_id"] = cfg.flavor_id
+        if cfg.availability_zone:
+            body["availability_zone"] = cfg.availability_zone
+        body |= self._vip(cfg)
+        if not cfg.serial:
+            body["listeners"] = [spec.create_body() for spec in specs]
+        return body
+
+    @staticmethod
+    def _vip(cfg: ServiceConfig) -> dict[str, str]:
+        if cfg.vip_port_id:
+            return {"vip_port_id": cfg.vip_port_id}
+        vip = {"vip_subnet_id": cfg.vip_subnet_id, "vip_network_id": cfg.vip_network_id}
+        vip = {k: v for k, v in vip.items() if v}
+        if cfg.load_balancer_ip and (cfg.internal or cfg.ip_version == 6):
+            vip["vip_address"] = cfg.load_balancer_ip
+        return vip
+
+    # --- shared load balancers -------------------------------------------------------------------
+    def _join_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
+        """Checks, then tags the load balancer with this Service *before* adding listeners,
+        so its owner's deletion sees it is shared even if this sync stops half-way."""
+        if not cfg.features.tags:
+            raise CloudError(
+                "sharing a load balancer needs Octavia tags (API 2.5)", retryable=False
+            )
+        if cfg.internal:
+            raise CloudError("internal Service cannot share a load balancer", retryable=False)
+        if cfg.name in lb.tags:
+            return
+        users = [t for t in lb.tags if is_service_tag(t)]
+        if len(users) >= cfg.max_shared_lb:
+            raise CloudError(
+                f"load balancer {lb.id} is already shared by {len(users)} Services "
+                f"(max-shared-lb = {cfg.max_shared_lb})",
+                retryable=False,
+            )
+        self._api.update_lb_tags(lb.id, [*lb.tags, cfg.name])
+
+    def _leave_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
+        """Remove this Service's listeners (and pools) and its tag; the LB stays."""
+        reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
+        reconciler.delete_listeners(reconciler.owned_listeners(owner=lb.name == cfg.name))
+        if cfg.name in lb.tags:
+            # Octavia needs a non-empty list to clear tags, hence upstream's [""].
+            remaining = [t for t in lb.tags if t != cfg.name] or [""]
+            self._api.update_lb_tags(lb.id, remaining)
+
+    # --- deletion --------------------------------------------------------------------------------
+    def _delete_lb(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
+        if not cfg.keep_floatingip:
+            FloatingIps(api=self._api, events=a.Events()).delete_ours(lb)
+        if not cfg.cascade_delete:
+            reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
+            reconciler.delete_listeners(self._api.listeners(lb.id))
+            for pool in self._api.pools(lb.id):
+                self._api.delete_pool(lb.id, pool.id)
+        self._api.delete_lb(lb.id, cascade=cfg.cascade_delete)
+        raise self._api.backoff.retry(lb.id, "is being deleted")
+
+    # --- address ---------------------------------------------------------------------------------
+    def _address(
+        self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, events: a.Events
+    ) -> str:
+        if cfg.ip_version == 6:
+            if not cfg.internal:
+                events.warn(
+                    "LoadBalancerFloatingIPSkipped",
+                    "an IPv6 load balancer is reached on its VIP: no floating IP",
+                )
+            return lb.vip_address
+        return FloatingIps(api=self._api, events=events).address(cfg, lb, owner=owner)
+
+    def _security_groups(self, events: a.Events) -> SecurityGroups:
+        return SecurityGroups(api=self._api, events=events)

@@ -1,0 +1,174 @@
+"""Bring an existing load balancer in line with its Service (reference §3.5, §3.6 step 5).
+
+Reads first (listeners, pools: two listings for the whole load balancer), then only the
+writes that differ, so a Service whose load balancer is already right costs reads only.
+Each write may leave the load balancer PENDING_*; the next write then gets Octavia's 409
+"immutable", which `Api.write` turns into `RetryAfter`: the sync ends there and the next
+one re-reads and carries on. Every step is a comparison against the cloud's state, so
+repeating it after a crash at any point does no harm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from provider.errors import CloudError, ProviderError, RetryAfter
+from provider.openstack.loadbalancer.api import Api
+from provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
+from provider.openstack.loadbalancer.resources import Listener, Pool
+from provider.openstack.loadbalancer.service_annotations import Events
+from provider.openstack.loadbalancer.service_config import ServiceConfig
+
+
+def _key(listener: Listener) -> tuple[str, int]:
+    return (listener.protocol, listener.protocol_port)
+
+
+class Reconciler:
+    def __init__(self, *, api: Api, lb_id: str, cfg: ServiceConfig, events: Events) -> None:
+        self._api = api
+        self._lb_id = lb_id
+        self._cfg = cfg
+        self._events = events
+
+    # --- whole Service (ensure) ------------------------------------------------------------------
+    def listeners(self, specs: Sequence[ListenerSpec], *, owner: bool) -> None:
+        current = self._api.listeners(self._lb_id)
+        self._check_conflicts(specs, current, owner=owner)
+        wanted = {spec.key for spec in specs}
+        pools = self._api.pools(self._lb_id)
+        # Leftovers go first: Octavia refuses two listeners on one port, so a protocol
+        # change (TCP -> HTTP for X-Forwarded-For) needs the old one gone.
+        for listener in current:
+            if _key(listener) not in wanted and self._is_ours(listener, owner=owner):
+                self._delete_listener(listener, pools)
+        by_key = {_key(listener): listener for listener in current}
+        for spec in specs:
+            found = by_key.get(spec.key)
+            if found is None:
+                self._create_listener(spec)
+                continue
+            changes = spec.changes(found)
+            if changes:
+                self._api.update_listener(self._lb_id, found.id, changes)
+            self.pool(spec, found, pools)
+
+    def owned_listeners(self, *, owner: bool) -> list[Listener]:
+        return [li for li in self._api.listeners(self._lb_id) if self._is_ours(li, owner=owner)]
+
+    def delete_listeners(self, listeners: Sequence[Listener]) -> None:
+        pools = self._api.pools(self._lb_id) if listeners else []
+        for listener in listeners:
+            self._delete_listener(listener, pools)
+
+    # --- backends only (update) ------------------------------------------------------------------
+    def backends(self, specs: Sequence[ListenerSpec]) -> None:
+        by_key = {_key(li): li for li in self._api.listeners(self._lb_id)}
+        pools = self._api.pools(self._lb_id)
+        for spec in specs:
+            listener = by_key.get(spec.key)
+            if listener is None:
+                raise CloudError(
+                    f"load balancer {self._lb_id} has no {spec.protocol} listener on port "
+                    f"{spec.port}: the Service's ports changed, a full sync will add it"
+                )
+            self.pool(spec, listener, pools)
+
+    # --- one listener's pool ---------------------------------------------------------------------
+    def pool(self, spec: ListenerSpec, listener: Listener, pools: Sequence[Pool]) -> None:
+        pool = _pool_of(listener, pools)
+        if pool is None:
+            self._create_pool(spec.pool, listener.id)
+            return
+        if pool.protocol != spec.pool.protocol:
+            self._api.delete_pool(self._lb_id, pool.id)
+            self._create_pool(spec.pool, listener.id)
+            return
+        self._update_pool(spec.pool, pool)
+        self._members(spec.pool, pool)
+        self._monitor(spec.pool, pool)
+
+    def _update_pool(self, spec: PoolSpec, pool: Pool) -> None:
+        changes = spec.changes(pool)
+        if not changes:
+            return
+        try:
+            self._api.update_pool(self._lb_id, pool.id, changes)
+        except RetryAfter:
+            raise
+        except ProviderError as exc:
+            # Upstream carries on with the old algorithm and says so.
+            self._events.warn(
+                "LoadBalancerLbMethodUnknown",
+                f"failed to update pool {pool.name} to {spec.lb_algorithm}: {exc}",
+            )
+
+    def _members(self, spec: PoolSpec, pool: Pool) -> None:
+        if len(pool.members) == len(spec.members):
+            # Same count: read them to compare. A different count is a change for sure,
+            # and saves the read.
+            if not spec.members:
+                return
+            current = frozenset(member_key(m) for m in self._api.members(pool.id))
+            if current == spec.member_keys:
+                return
+        self._api.replace_members(self._lb_id, pool.id, [m.body() for m in spec.members])
+
+    def _monitor(self, spec: PoolSpec, pool: Pool) -> None:
+        wanted = spec.monitor
+        if pool.healthmonitor_id is None:
+            if wanted is not None:
+                self._api.create_monitor(self._lb_id, wanted.body() | {"pool_id": pool.id})
+            return
+        if wanted is None:
+            self._api.delete_monitor(self._lb_id, pool.healthmonitor_id)
+            return
+        current = self._api.get_monitor(pool.healthmonitor_id)
+        if current is None or current.type != wanted.type:
+            if current is not None:
+                self._api.delete_monitor(self._lb_id, current.id)
+            self._api.create_monitor(self._lb_id, wanted.body() | {"pool_id": pool.id})
+            return
+        changes = wanted.changes(current)
+        if changes:
+            self._api.update_monitor(self._lb_id, current.id, changes)
+
+    # --- creation and deletion -------------------------------------------------------------------
+    def _create_listener(self, spec: ListenerSpec) -> None:
+        listener = self._api.create_listener(self._lb_id, spec.body())
+        self._create_pool(spec.pool, listener.id)
+
+    def _create_pool(self, spec: PoolSpec, listener_id: str) -> None:
+        # Members and monitor ride along in the pool's POST (Octavia's single-call create).
+        self._api.create_pool(self._lb_id, spec.body() | {"listener_id": listener_id})
+
+    def _delete_listener(self, listener: Listener, pools: Sequence[Pool]) -> None:
+        pool = _pool_of(listener, pools)
+        if pool is not None:
+            # Deleting a pool deletes its members and monitor with it.
+            self._api.delete_pool(self._lb_id, pool.id)
+        self._api.delete_listener(self._lb_id, listener.id)
+
+    # --- ownership -------------------------------------------------------------------------------
+    def _is_ours(self, listener: Listener, *, owner: bool) -> bool:
+        """Tagged with this Service's name, or an untagged listener of its own LB."""
+        return self._cfg.name in listener.tags or (owner and not listener.tags)
+
+    def _check_conflicts(
+        self, specs: Sequence[ListenerSpec], current: Sequence[Listener], *, owner: bool
+    ) -> None:
+        wanted = {spec.key for spec in specs}
+        for listener in current:
+            if _key(listener) in wanted and not self._is_ours(listener, owner=owner):
+                raise CloudError(
+                    f"the listener port {listener.protocol_port} already exists on load "
+                    f"balancer {self._lb_id} (used by another Service)",
+                    retryable=False,
+                )
+
+
+def _pool_of(listener: Listener, pools: Sequence[Pool]) -> Pool | None:
+    for pool in pools:
+        if pool.id == listener.default_pool_id or any(r.id == listener.id for r in pool.listeners):
+            return pool
+    return None

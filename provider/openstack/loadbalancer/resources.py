@@ -1,0 +1,210 @@
+"""Lean views of the Octavia and Neutron JSON the load-balancer code reads (STYLE 5).
+
+Only the fields it compares or follows, decoded with msgspec where the response enters;
+unknown fields are ignored and nullable fields default, so a newer Octavia or a field
+hidden below an API version (tags < 2.5, allowed_cidrs < 2.12) never breaks decoding.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _Json(msgspec.Struct, frozen=True):
+    pass
+
+
+class Ref(_Json, frozen=True):
+    id: str
+
+
+class LoadBalancer(_Json, frozen=True):
+    id: str
+    name: str = ""
+    description: str = ""
+    provisioning_status: str = ""
+    operating_status: str = ""
+    provider: str = ""
+    vip_address: str = ""
+    vip_port_id: str = ""
+    vip_subnet_id: str = ""
+    vip_network_id: str = ""
+    flavor_id: str | None = None
+    availability_zone: str | None = None
+    tags: list[str] = []
+    listeners: list[Ref] = []
+    pools: list[Ref] = []
+
+
+class LoadBalancerEnvelope(_Json, frozen=True):
+    loadbalancer: LoadBalancer
+
+
+class LoadBalancerList(_Json, frozen=True):
+    loadbalancers: list[LoadBalancer]
+
+
+class Listener(_Json, frozen=True):
+    id: str
+    name: str = ""
+    protocol: str = ""
+    protocol_port: int = 0
+    connection_limit: int = -1
+    default_pool_id: str | None = None
+    default_tls_container_ref: str | None = None
+    insert_headers: dict[str, str] | None = None
+    allowed_cidrs: list[str] | None = None
+    timeout_client_data: int | None = None
+    timeout_member_connect: int | None = None
+    timeout_member_data: int | None = None
+    timeout_tcp_inspect: int | None = None
+    tags: list[str] = []
+
+
+class ListenerEnvelope(_Json, frozen=True):
+    listener: Listener
+
+
+class ListenerList(_Json, frozen=True):
+    listeners: list[Listener]
+
+
+class Persistence(_Json, frozen=True):
+    type: str = ""
+
+
+class Pool(_Json, frozen=True):
+    id: str
+    name: str = ""
+    protocol: str = ""
+    lb_algorithm: str = ""
+    session_persistence: Persistence | None = None
+    listeners: list[Ref] = []
+    healthmonitor_id: str | None = None
+    members: list[Ref] = []
+
+
+class PoolEnvelope(_Json, frozen=True):
+    pool: Pool
+
+
+class PoolList(_Json, frozen=True):
+    pools: list[Pool]
+
+
+class Member(_Json, frozen=True):
+    id: str
+    name: str = ""
+    address: str = ""
+    protocol_port: int = 0
+    subnet_id: str | None = None
+    monitor_port: int | None = None
+
+
+class MemberList(_Json, frozen=True):
+    members: list[Member]
+
+
+class HealthMonitor(_Json, frozen=True):
+    id: str
+    name: str = ""
+    type: str = ""
+    delay: int = 0
+    timeout: int = 0
+    max_retries: int = 0
+    max_retries_down: int = 0
+    url_path: str | None = None
+    http_method: str | None = None
+    expected_codes: str | None = None
+
+
+class HealthMonitorEnvelope(_Json, frozen=True):
+    healthmonitor: HealthMonitor
+
+
+class FloatingIp(_Json, frozen=True):
+    id: str
+    floating_ip_address: str = ""
+    floating_network_id: str = ""
+    port_id: str | None = None
+    description: str = ""
+
+
+class FloatingIpEnvelope(_Json, frozen=True):
+    floatingip: FloatingIp
+
+
+class FloatingIpList(_Json, frozen=True):
+    floatingips: list[FloatingIp]
+
+
+class Subnet(_Json, frozen=True):
+    id: str
+    name: str = ""
+    network_id: str = ""
+    cidr: str = ""
+    ip_version: int = 4
+    tags: list[str] = []
+
+
+class SubnetEnvelope(_Json, frozen=True):
+    subnet: Subnet
+
+
+class SubnetList(_Json, frozen=True):
+    subnets: list[Subnet]
+
+
+class Network(_Json, frozen=True):
+    id: str
+    name: str = ""
+    external: bool = msgspec.field(default=False, name="router:external")
+    subnets: list[str] = []
+
+
+class NetworkList(_Json, frozen=True):
+    networks: list[Network]
+
+
+class SecurityGroup(_Json, frozen=True):
+    id: str
+    name: str = ""
+
+
+class SecurityGroupEnvelope(_Json, frozen=True):
+    security_group: SecurityGroup
+
+
+class SecurityGroupList(_Json, frozen=True):
+    security_groups: list[SecurityGroup]
+
+
+class SecurityGroupRule(_Json, frozen=True):
+    id: str
+    direction: str = ""
+    ethertype: str = ""
+    protocol: str | None = None
+    port_range_min: int | None = None
+    port_range_max: int | None = None
+    remote_ip_prefix: str | None = None
+
+
+class SecurityGroupRuleList(_Json, frozen=True):
+    security_group_rules: list[SecurityGroupRule]
+
+
+class FixedIp(_Json, frozen=True):
+    ip_address: str
+    subnet_id: str = ""
+
+
+class Port(_Json, frozen=True):
+    id: str
+    fixed_ips: list[FixedIp] = []
+    security_groups: list[str] = []
+    # Neutron omits it without the port-security extension: security is then on.
+    port_security_enabled: bool | None = True
+
+
+class PortList(_Json, frozen=True):
+    ports: list[Port]

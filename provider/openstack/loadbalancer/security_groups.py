@@ -1,0 +1,137 @@
+"""Per-Service security groups on member ports (`manage-security-groups`, reference §3.10).
+
+With the option on, each Service gets a group `lb-sg-<uid>-<ns>-<name>` whose ingress
+rules open its node ports (and its health-check node port) to the member subnet (to the
+source ranges with ovn, which keeps client addresses), attached to the member ports of the
+nodes. Deletion always looks for the group, as upstream does, so turning the option off
+never leaves one behind. Only ingress rules are compared: Neutron's default egress rules
+of a new group are left alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+from protocol.views import Node, Service
+from provider.errors import InvalidProviderId
+from provider.openstack.instances import parse_provider_id
+from provider.openstack.loadbalancer import naming
+from provider.openstack.loadbalancer.api import Api
+from provider.openstack.loadbalancer.members import member_address
+from provider.openstack.loadbalancer.resources import SecurityGroup, SecurityGroupRule
+from provider.openstack.loadbalancer.service_annotations import Events
+from provider.openstack.loadbalancer.service_config import ServiceConfig, eligible_nodes
+
+Rule = tuple[str, str, str, int, int, str]  # direction, protocol, ethertype, min, max, prefix
+
+
+def _rule_of(rule: SecurityGroupRule) -> Rule | None:
+    if rule.direction != "ingress" or rule.port_range_min is None or rule.port_range_max is None:
+        return None
+    return (
+        rule.direction,
+        (rule.protocol or "").lower(),
+        rule.ethertype,
+        rule.port_range_min,
+        rule.port_range_max,
+        rule.remote_ip_prefix or "",
+    )
+
+
+def wanted_rules(cfg: ServiceConfig, service: Service, subnet_cidr: str) -> set[Rule]:
+    network = ipaddress.ip_network(subnet_cidr, strict=False)
+    ethertype = "IPv6" if network.version == 6 else "IPv4"
+    sources = [str(network)]
+    if cfg.lb_provider == "ovn" and cfg.allowed_cidrs:
+        sources = list(cfg.allowed_cidrs)
+    rules: set[Rule] = set()
+    hc_port = service.spec.health_check_node_port
+    if hc_port:
+        rules.add(("ingress", "tcp", ethertype, hc_port, hc_port, str(network)))
+    for port in service.spec.ports:
+        if port.node_port:
+            for source in sources:
+                rules.add(
+                    (
+                        "ingress",
+                        port.protocol.lower(),
+                        ethertype,
+                        port.node_port,
+                        port.node_port,
+                        source,
+                    )
+                )
+    return rules
+
+
+class SecurityGroups:
+    def __init__(self, *, api: Api, events: Events) -> None:
+        self._api = api
+        self._events = events
+
+    def ensure(self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]) -> None:
+        if not cfg.manage_security_groups:
+            return
+        group = self._group(cfg, service)
+        self._rules(cfg, service, group)
+        self._attach(cfg, group, nodes)
+
+    def update_members(self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]) -> None:
+        if cfg.manage_security_groups:
+            self._attach(cfg, self._group(cfg, service), nodes)
+
+    def delete(self, cfg: ServiceConfig, service: Service) -> None:
+        for group in self._api.find_security_groups(naming.security_group_name(service)):
+            for port in self._api.ports_with_group(group.id):
+                groups = [g for g in port.security_groups if g != group.id]
+                self._api.update_port_groups(port.id, groups)
+            self._api.delete_security_group(group.id)
+
+    def _group(self, cfg: ServiceConfig, service: Service) -> SecurityGroup:
+        name = naming.security_group_name(service)
+        found = self._api.find_security_groups(name)
+        if found:
+            return found[0]
+        description = naming.security_group_description(service, cluster=cfg.cluster)
+        return self._api.create_security_group(name, description)
+
+    def _rules(self, cfg: ServiceConfig, service: Service, group: SecurityGroup) -> None:
+        subnet = self._api.get_subnet(cfg.member_subnet_id)
+        wanted = wanted_rules(cfg, service, subnet.cidr)
+        current: dict[Rule, str] = {}
+        for rule in self._api.security_group_rules(group.id):
+            key = _rule_of(rule)
+            if key is not None:
+                current[key] = rule.id
+        for key in wanted - current.keys():
+            self._api.create_security_group_rule(_rule_body(group.id, key))
+        for key, rule_id in current.items():
+            if key not in wanted:
+                self._api.delete_security_group_rule(rule_id)
+
+    def _attach(self, cfg: ServiceConfig, group: SecurityGroup, nodes: Sequence[Node]) -> None:
+        for node in eligible_nodes(cfg, nodes):
+            address = member_address(node, cfg.ip_version)
+            try:
+                _, server_id = parse_provider_id(node.spec.provider_id)
+            except InvalidProviderId:
+                continue  # not initialized yet: the next sync attaches it
+            for port in self._api.server_ports(server_id):
+                holds = any(ip.ip_address == address for ip in port.fixed_ips)
+                if holds and port.port_security_enabled and group.id not in port.security_groups:
+                    self._api.update_port_groups(port.id, [*port.security_groups, group.id])
+
+
+def _rule_body(group_id: str, rule: Rule) -> dict[str, Any]:
+    direction, protocol, ethertype, low, high, prefix = rule
+    return {
+        "security_group_id": group_id,
+        "direction": direction,
+        "protocol": protocol,
+        "ethertype": ethertype,
+        "port_range_min": low,
+        "port_range_max": high,
+        "remote_ip_prefix": prefix,
+    }

@@ -1,0 +1,107 @@
+"""Service annotations (reference §3.2) and the Warning events a sync collects.
+
+Upstream's parsing rules: booleans are only the literal `true` / `false`, integers that
+do not parse fall back to the default. Where upstream silently falls back, or fails the
+whole sync (a bad source range, PROXY protocol together with X-Forwarded-For), pyccm uses
+the default and says so with a Warning event on the Service, so a typo is visible in
+`kubectl describe service` instead of in a controller log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from provider.interface import ProviderEvent
+
+PREFIX = "loadbalancer.openstack.org/"
+INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
+NODE_SELECTOR = PREFIX + "node-selector"
+CONNECTION_LIMIT = PREFIX + "connection-limit"
+FLOATING_NETWORK_ID = PREFIX + "floating-network-id"
+FLOATING_SUBNET_ID = PREFIX + "floating-subnet-id"
+FLOATING_SUBNET = PREFIX + "floating-subnet"
+FLOATING_SUBNET_TAGS = PREFIX + "floating-subnet-tags"
+CLASS = PREFIX + "class"
+KEEP_FLOATINGIP = PREFIX + "keep-floatingip"
+PORT_ID = PREFIX + "port-id"
+LB_METHOD = PREFIX + "lb-method"
+PROXY_PROTOCOL = PREFIX + "proxy-protocol"
+X_FORWARDED_FOR = PREFIX + "x-forwarded-for"
+SUBNET_ID = PREFIX + "subnet-id"
+NETWORK_ID = PREFIX + "network-id"
+MEMBER_SUBNET_ID = PREFIX + "member-subnet-id"
+TIMEOUT_CLIENT_DATA = PREFIX + "timeout-client-data"
+TIMEOUT_MEMBER_CONNECT = PREFIX + "timeout-member-connect"
+TIMEOUT_MEMBER_DATA = PREFIX + "timeout-member-data"
+TIMEOUT_TCP_INSPECT = PREFIX + "timeout-tcp-inspect"
+FLAVOR_ID = PREFIX + "flavor-id"
+AVAILABILITY_ZONE = PREFIX + "availability-zone"
+ENABLE_HEALTH_MONITOR = PREFIX + "enable-health-monitor"
+HEALTH_MONITOR_DELAY = PREFIX + "health-monitor-delay"
+HEALTH_MONITOR_TIMEOUT = PREFIX + "health-monitor-timeout"
+HEALTH_MONITOR_MAX_RETRIES = PREFIX + "health-monitor-max-retries"
+HEALTH_MONITOR_MAX_RETRIES_DOWN = PREFIX + "health-monitor-max-retries-down"
+DEFAULT_TLS_CONTAINER_REF = PREFIX + "default-tls-container-ref"
+HOSTNAME = PREFIX + "hostname"
+LOAD_BALANCER_ID = PREFIX + "load-balancer-id"
+LOAD_BALANCER_ADDRESS = PREFIX + "load-balancer-address"
+
+# The reason pyccm uses for an annotation it could not use (upstream has none: it logs).
+INVALID_ANNOTATION = "LoadBalancerAnnotationInvalid"
+
+
+class Events:
+    """The Warning events of one call, deduplicated, in the order they were raised."""
+
+    def __init__(self) -> None:
+        self._events: list[ProviderEvent] = []
+
+    def warn(self, reason: str, message: str) -> None:
+        event = ProviderEvent(type="Warning", reason=reason, message=message)
+        if event not in self._events:
+            self._events.append(event)
+
+    def all(self) -> tuple[ProviderEvent, ...]:
+        return tuple(self._events)
+
+
+class Annotations:
+    """Typed reads of one Service's annotations; bad values warn and give the default."""
+
+    def __init__(self, values: Mapping[str, str], events: Events) -> None:
+        self._values = values
+        self._events = events
+
+    def string(self, key: str, default: str = "") -> str:
+        value = self._values.get(key)
+        return default if value is None or value == "" else value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._values.get(key)
+        if value is None:
+            return default
+        if value in ("true", "false"):
+            return value == "true"
+        self.invalid(key, value, "is not true or false", default)
+        return default
+
+    def integer(self, key: str, default: int, *, minimum: int = 0) -> int:
+        value = self._values.get(key)
+        if value is None:
+            return default
+        try:
+            number = int(value.strip())
+        except ValueError:
+            self.invalid(key, value, "is not an integer", default)
+            return default
+        if number < minimum:
+            self.invalid(key, value, f"is below {minimum}", default)
+            return default
+        return number
+
+    def invalid(self, key: str, value: str, why: str, default: object) -> None:
+        shown = value if len(value) <= 64 else value[:61] + "..."
+        self._events.warn(
+            INVALID_ANNOTATION, f"annotation {key}={shown!r} {why}; using the default {default!r}"
+        )

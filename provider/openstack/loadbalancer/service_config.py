@@ -1,0 +1,374 @@
+"""Everything a sync needs to know about one Service, resolved once (reference §3.4).
+
+`cloud.conf`, the Service's `[LoadBalancerClass]`, its annotations and spec, and the
+Octavia feature gates are folded into one frozen `ServiceConfig`, in upstream's
+precedence. Resolution is pure except for two autodetections that need the cloud (the VIP
+subnet from the first node's port, the floating network from Neutron's external
+networks), which `Resolver` does and caches where upstream would repeat them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.views import Node, Service
+from provider.errors import CloudError, InvalidProviderId
+from provider.openstack.config import LoadBalancerClass, LoadBalancerSettings, OpenStackSettings
+from provider.openstack.features import CloudFeatures, OctaviaFeatures
+from provider.openstack.instances import parse_provider_id
+from provider.openstack.loadbalancer import naming
+from provider.openstack.loadbalancer import service_annotations as a
+from provider.openstack.loadbalancer.api import Api
+from provider.openstack.loadbalancer.members import member_address, node_matches, parse_selector
+
+log = logging.getLogger(__name__)
+
+ALGORITHMS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
+PROXY_VALUES = {"true": "PROXY", "v1": "PROXY", "v2": "PROXYV2", "false": ""}
+ALLOW_ALL = {4: "0.0.0.0/0", 6: "::/0"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorConfig:
+    delay: int
+    timeout: int
+    max_retries: int
+    max_retries_down: int
+    # A health-check node port turns the monitor into HTTP GET /healthz on that port.
+    http_port: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloatingSubnet:
+    """How to choose the floating IP's subnet: an id, or a name pattern and/or tags."""
+
+    subnet_id: str = ""
+    name_pattern: str = ""
+    tags: str = ""
+
+    @property
+    def is_matcher(self) -> bool:
+        return not self.subnet_id and bool(self.name_pattern or self.tags)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    name: str
+    legacy_name: str
+    description: str
+    fip_description: str
+    cluster: str
+    ip_version: int
+    internal: bool
+    lb_id: str
+    vip_subnet_id: str
+    vip_network_id: str
+    vip_port_id: str
+    member_subnet_id: str
+    floating_network_id: str
+    floating_subnet: FloatingSubnet
+    keep_floatingip: bool
+    load_balancer_ip: str
+    connection_limit: int
+    lb_method: str
+    lb_provider: str
+    proxy: str
+    xff: bool
+    timeouts: dict[str, int] | None
+    allowed_cidrs: tuple[str, ...] | None
+    flavor_id: str
+    availability_zone: str
+    tls_ref: str
+    monitor: MonitorConfig | None
+    session_persistence: bool
+    hostname: str
+    hostname_suffix: str
+    features: OctaviaFeatures
+    node_selector: tuple[tuple[str, str | None], ...]
+    serial: bool
+    cascade_delete: bool
+    max_shared_lb: int
+    manage_security_groups: bool
+
+
+def _lb_class(settings: LoadBalancerSettings, ann: a.Annotations) -> LoadBalancerClass:
+    name = ann.string(a.CLASS)
+    if not name:
+        return LoadBalancerClass()
+    found = settings.classes.get(name)
+    if found is None:
+        # Upstream refuses too: guessing the networks could expose an internal Service.
+        raise CloudError(f"unknown [LoadBalancerClass {name!r}] in {a.CLASS}", retryable=False)
+    return found
+
+
+def _first(*values: str) -> str:
+    return next((v for v in values if v), "")
+
+
+def _ip_version(service: Service) -> int:
+    families = service.spec.ip_families
+    return 6 if families and families[0] == "IPv6" else 4
+
+
+def _source_ranges(service: Service, ann: a.Annotations, version: int) -> tuple[str, ...]:
+    raw = list(service.spec.load_balancer_source_ranges) or [
+        part.strip() for part in ann.string(a.SOURCE_RANGES).split(",") if part.strip()
+    ]
+    valid: list[str] = []
+    for cidr in raw:
+        try:
+            valid.append(str(ipaddress.ip_network(cidr.strip(), strict=False)))
+        except ValueError:
+            ann.invalid(a.SOURCE_RANGES, cidr, "is not a CIDR", "(dropped)")
+    return tuple(valid) or (ALLOW_ALL[version],)
+
+
+def _proxy_and_xff(ann: a.Annotations) -> tuple[str, bool]:
+    raw = ann.string(a.PROXY_PROTOCOL, "false")
+    proxy = PROXY_VALUES.get(raw)
+    if proxy is None:
+        ann.invalid(a.PROXY_PROTOCOL, raw, "is not true, v1, v2 or false", "false")
+        proxy = ""
+    xff = ann.boolean(a.X_FORWARDED_FOR, False)
+    if proxy and xff:
+        ann.invalid(a.X_FORWARDED_FOR, "true", "cannot be combined with PROXY protocol", False)
+        xff = False
+    return proxy, xff
+
+
+def _lb_method(settings: LoadBalancerSettings, ann: a.Annotations) -> str:
+    method = ann.string(a.LB_METHOD, settings.lb_method)
+    if method not in ALGORITHMS:
+        ann.invalid(a.LB_METHOD, method, "is not an Octavia algorithm", settings.lb_method)
+        return settings.lb_method
+    return method
+
+
+def _timeouts(ann: a.Annotations, features: OctaviaFeatures) -> dict[str, int] | None:
+    if not features.timeouts:
+        return None
+    return {
+        "timeout_client_data": ann.integer(a.TIMEOUT_CLIENT_DATA, 50000),
+        "timeout_member_connect": ann.integer(a.TIMEOUT_MEMBER_CONNECT, 5000),
+        "timeout_member_data": ann.integer(a.TIMEOUT_MEMBER_DATA, 50000),
+        "timeout_tcp_inspect": ann.integer(a.TIMEOUT_TCP_INSPECT, 0),
+    }
+
+
+def _monitor(
+    service: Service, settings: LoadBalancerSettings, ann: a.Annotations, features: OctaviaFeatures
+) -> MonitorConfig | None:
+    if not ann.boolean(a.ENABLE_HEALTH_MONITOR, settings.create_monitor):
+        return None
+    spec = service.spec
+    local = spec.external_traffic_policy == "Local" and spec.health_check_node_port > 0
+    http_allowed = settings.lb_provider != "ovn"
+    if any(p.protocol == "UDP" for p in spec.ports):
+        http_allowed = http_allowed and features.http_monitors_on_udp
+    return MonitorConfig(
+        delay=ann.integer(a.HEALTH_MONITOR_DELAY, settings.monitor_delay, minimum=1),
+        timeout=ann.integer(a.HEALTH_MONITOR_TIMEOUT, settings.monitor_timeout, minimum=1),
+        max_retries=ann.integer(
+            a.HEALTH_MONITOR_MAX_RETRIES, settings.monitor_max_retries, minimum=1
+        ),
+        max_retries_down=ann.integer(
+            a.HEALTH_MONITOR_MAX_RETRIES_DOWN, settings.monitor_max_retries_down, minimum=1
+        ),
+        http_port=spec.health_check_node_port if local and http_allowed else 0,
+    )
+
+
+def _floating_subnet(
+    lb_class: LoadBalancerClass, settings: LoadBalancerSettings, ann: a.Annotations
+) -> FloatingSubnet:
+    for source in (
+        FloatingSubnet(
+            subnet_id=lb_class.floating_subnet_id,
+            name_pattern=lb_class.floating_subnet,
+            tags=lb_class.floating_subnet_tags,
+        ),
+        FloatingSubnet(
+            subnet_id=ann.string(a.FLOATING_SUBNET_ID),
+            name_pattern=ann.string(a.FLOATING_SUBNET),
+            tags=ann.string(a.FLOATING_SUBNET_TAGS),
+        ),
+    ):
+        if source.subnet_id or source.is_matcher:
+            return source
+    return FloatingSubnet(
+        subnet_id=settings.floating_subnet_id,
+        name_pattern=settings.floating_subnet,
+        tags=settings.floating_subnet_tags,
+    )
+
+
+class Resolver:
+    """Builds `ServiceConfig`s; owns the (cached) autodetections that need the cloud."""
+
+    def __init__(
+        self,
+        *,
+        api: Api,
+        settings: OpenStackSettings,
+        features: CloudFeatures,
+        cluster: str,
+    ) -> None:
+        self._api = api
+        self._settings = settings.load_balancer
+        self._features = features
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._floating_network: str | None = None
+
+    def resolve(
+        self, service: Service, nodes: Sequence[Node], events: a.Events, *, lookups: bool = True
+    ) -> ServiceConfig:
+        """`lookups=False` skips every cloud call (for delete and get, which need no subnets)."""
+        settings = self._settings
+        ann = a.Annotations(service.metadata.annotations, events)
+        features = self._features.octavia(lb_provider=settings.lb_provider)
+        lb_class = _lb_class(settings, ann)
+        version = _ip_version(service)
+        internal = settings.internal_lb or ann.boolean(a.INTERNAL, False)
+        vip_network = _first(ann.string(a.NETWORK_ID), lb_class.network_id, settings.network_id)
+        vip_subnet = _first(ann.string(a.SUBNET_ID), lb_class.subnet_id, settings.subnet_id)
+        member_subnet = _first(settings.subnet_id, vip_subnet)
+        if lookups and not vip_network and not vip_subnet:
+            vip_subnet = member_subnet = self._subnet_of_first_node(nodes, version)
+        member_subnet = _first(
+            ann.string(a.MEMBER_SUBNET_ID),
+            lb_class.member_subnet_id,
+            settings.member_subnet_id,
+            member_subnet,
+        )
+        proxy, xff = _proxy_and_xff(ann)
+        ranges = _source_ranges(service, ann, version)
+        floating_network = ""
+        if not internal and version == 4:
+            floating_network = _first(
+                lb_class.floating_network_id,
+                ann.string(a.FLOATING_NETWORK_ID),
+                settings.floating_network_id,
+            )
+            if not floating_network and lookups:
+                floating_network = self._autodetect_floating_network(events)
+        return ServiceConfig(
+            name=naming.lb_name(service, cluster=self._cluster),
+            legacy_name=naming.legacy_lb_name(service),
+            description=naming.lb_description(service, cluster=self._cluster),
+            fip_description=naming.fip_description(service, cluster=self._cluster),
+            cluster=self._cluster,
+            ip_version=version,
+            internal=internal,
+            lb_id=ann.string(a.LOAD_BALANCER_ID),
+            vip_subnet_id=vip_subnet,
+            vip_network_id=vip_network,
+            vip_port_id=ann.string(a.PORT_ID),
+            member_subnet_id=member_subnet,
+            floating_network_id=floating_network,
+            floating_subnet=_floating_subnet(lb_class, settings, ann),
+            keep_floatingip=ann.boolean(a.KEEP_FLOATINGIP, False),
+            load_balancer_ip=service.spec.load_balancer_ip,
+            connection_limit=ann.integer(a.CONNECTION_LIMIT, -1, minimum=-1),
+            lb_method=_lb_method(settings, ann),
+            lb_provider=settings.lb_provider,
+            proxy=proxy,
+            xff=xff,
+            timeouts=_timeouts(ann, features),
+            allowed_cidrs=self._allowed_cidrs(ranges, version, features, events),
+            flavor_id=ann.string(a.FLAVOR_ID, settings.flavor_id) if features.flavors else "",
+            availability_zone=self._zone(ann, features, events),
+            tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
+            monitor=_monitor(service, settings, ann, features),
+            session_persistence=service.spec.session_affinity == "ClientIP",
+            hostname=ann.string(a.HOSTNAME),
+            hostname_suffix=(
+                settings.ingress_hostname_suffix if settings.enable_ingress_hostname else ""
+            ),
+            features=features,
+            node_selector=parse_selector(ann.string(a.NODE_SELECTOR, settings.node_selector)),
+            serial=settings.provider_requires_serial_api_calls,
+            cascade_delete=settings.cascade_delete,
+            max_shared_lb=settings.max_shared_lb,
+            manage_security_groups=settings.manage_security_groups,
+        )
+
+    def _allowed_cidrs(
+        self,
+        ranges: tuple[str, ...],
+        version: int,
+        features: OctaviaFeatures,
+        events: a.Events,
+    ) -> tuple[str, ...] | None:
+        if features.vip_acl:
+            return ranges
+        if ranges != (ALLOW_ALL[version],) and not self._settings.manage_security_groups:
+            events.warn(
+                "LoadBalancerSourceRangesIgnored",
+                "source ranges need Octavia API 2.12 (and not the ovn provider); ignored",
+            )
+        return None
+
+    def _zone(self, ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> str:
+        zone = ann.string(a.AVAILABILITY_ZONE, self._settings.availability_zone)
+        if zone and not features.availability_zones:
+            events.warn(
+                "LoadBalancerAvailabilityZonesIgnored",
+                f"availability zone {zone!r} needs Octavia API 2.14 (and not ovn); ignored",
+            )
+            return ""
+        return zone
+
+    def _subnet_of_first_node(self, nodes: Sequence[Node], version: int) -> str:
+        """Upstream's autodetection: the subnet of the first node's address, from its port."""
+        usable = [n for n in nodes if member_address(n, version)]
+        if not usable:
+            raise CloudError("no node address to find the load balancer's subnet from")
+        node = usable[0]
+        try:
+            _, server_id = parse_provider_id(node.spec.provider_id)
+        except InvalidProviderId as exc:
+            raise CloudError(
+                f"set [LoadBalancer] subnet-id: node {node.name} has no usable providerID"
+            ) from exc
+        address = member_address(node, version)
+        for port in self._api.server_ports(server_id):
+            for fixed in port.fixed_ips:
+                if fixed.ip_address == address and fixed.subnet_id:
+                    return fixed.subnet_id
+        raise CloudError(f"no port of node {node.name} holds {address}: set subnet-id")
+
+    def _autodetect_floating_network(self, events: a.Events) -> str:
+        """The first external network with an IPv4 subnet; cached for the process."""
+        with self._lock:
+            if self._floating_network is not None:
+                return self._floating_network
+        try:
+            found = self._search_external_network()
+        except CloudError as exc:
+            events.warn(
+                "LoadBalancerExternalNetworkSearchFailed",
+                f"failed to find an external network: {exc}",
+            )
+            return ""
+        if found:
+            with self._lock:
+                self._floating_network = found
+        return found
+
+    def _search_external_network(self) -> str:
+        for network in self._api.external_networks():
+            subnets = self._api.subnets(network_id=network.id)
+            # A network whose subnets the project cannot see still counts (upstream).
+            if not subnets or any(s.ip_version == 4 for s in subnets):
+                return network.id
+        return ""
+
+
+def eligible_nodes(cfg: ServiceConfig, nodes: Sequence[Node]) -> list[Node]:
+    return [n for n in nodes if node_matches(n, cfg.node_selector)]

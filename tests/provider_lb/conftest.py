@@ -1,0 +1,216 @@
+"""One OpenStack simulator per session (reset before each test) and the Octavia provider.
+
+`make_lbs` builds the OpenStack provider's `LoadBalancers` from the simulator's own
+`cloud.conf` plus extra lines; `converge` repeats a call while it raises `RetryAfter`, as
+the service worker would (without sleeping: the simulator's provisioning delay is 0), and
+returns the outcome with the delays it was asked to wait. Services and Nodes are built from
+the seeded scenario, so member addresses are the simulated servers' addresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+from prometheus_client import CollectorRegistry
+
+from protocol.views import (
+    Node,
+    NodeAddress,
+    NodeSpec,
+    NodeStatus,
+    OwnerMeta,
+    Service,
+    ServicePort,
+    ServiceSpec,
+)
+from provider.errors import RetryAfter
+from provider.interface import LoadBalancerOutcome, LoadBalancers
+from provider.openstack.client import build_client
+from provider.openstack.cloud import OpenStackCloud
+from provider.openstack.config import load_settings
+from provider.settings import ProviderSettings
+from sim.openstack.calllog import Call, Seq
+from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from sim.scenario import seed_node
+
+SEED_NODES = 12
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="session")
+def openstack_sim() -> Iterator[OpenStackSimHandle]:
+    with running_openstack_sim(seed_nodes=SEED_NODES, provisioning_delay_s=0.0) as handle:
+        yield handle
+
+
+@pytest.fixture
+def sim(openstack_sim: OpenStackSimHandle) -> OpenStackSimHandle:
+    openstack_sim.reset()
+    # reset() restores the default knobs (50 ms provisioning); these tests run at zero.
+    openstack_sim.set_knobs(provisioning_delay_s=0.0)
+    return openstack_sim
+
+
+MakeLbs = Callable[..., LoadBalancers]
+
+
+@pytest.fixture
+def make_lbs(sim: OpenStackSimHandle, tmp_path: Path) -> Iterator[MakeLbs]:
+    """`make_lbs("[LoadBalancer]\\ncreate-monitor = true")`: a fresh provider (no memory)."""
+    clouds: list[OpenStackCloud] = []
+
+    def make(extra: str = "", *, conf: str | None = None, cluster: str = "kubernetes") -> Any:
+        path = tmp_path / f"cloud-{len(clouds)}.conf"
+        base = sim.cloud_conf_path.read_text() if conf is None else conf
+        path.write_text(base + "\n" + extra + "\n")
+        provider_settings = ProviderSettings(
+            cloud_config=path, cluster_name=cluster, cloud_api_qps=1000.0, cloud_api_burst=1000
+        )
+        settings = load_settings(path, environ={})
+        client = build_client(
+            settings=settings,
+            provider_settings=provider_settings,
+            registry=CollectorRegistry(),
+            sleep=lambda _: None,
+        )
+        cloud = OpenStackCloud(
+            client=client, settings=settings, provider_settings=provider_settings
+        )
+        clouds.append(cloud)
+        lbs = cloud.load_balancers()
+        assert lbs is not None
+        return lbs
+
+    yield make
+    for cloud in clouds:
+        cloud.close()
+
+
+@pytest.fixture
+def lbs(make_lbs: MakeLbs) -> LoadBalancers:
+    return make_lbs()
+
+
+# --- Kubernetes objects ------------------------------------------------------------------------
+
+
+def nodes(count: int, *, start: int = 0, sim: OpenStackSimHandle | None = None) -> list[Node]:
+    """Nodes `start..start+count-1` of the scenario (with providerIDs when `sim` is given)."""
+    ids = {s["name"]: s["id"] for s in sim.resources("server")} if sim else {}
+    result = []
+    for index in range(start, start + count):
+        seed = seed_node(index)
+        provider_id = f"openstack:///{ids[seed.name]}" if seed.name in ids else ""
+        result.append(
+            Node(
+                metadata=OwnerMeta(name=seed.name, uid=f"uid-{seed.name}"),
+                spec=NodeSpec(provider_id=provider_id),
+                status=NodeStatus(
+                    addresses=(NodeAddress(type="InternalIP", address=seed.internal_ip),)
+                ),
+            )
+        )
+    return result
+
+
+def service(
+    name: str = "web",
+    *,
+    namespace: str = "default",
+    ports: tuple[tuple[int, int, str], ...] = ((80, 30080, "TCP"), (443, 30443, "TCP")),
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> Service:
+    return Service(
+        metadata=OwnerMeta(
+            name=name,
+            namespace=namespace,
+            uid=f"0000-{namespace}-{name}",
+            annotations=annotations or {},
+        ),
+        spec=ServiceSpec(
+            type="LoadBalancer",
+            ports=tuple(
+                ServicePort(port=p, node_port=np, protocol=proto, name=f"p{p}")
+                for p, np, proto in ports
+            ),
+            **spec,
+        ),
+    )
+
+
+def with_annotations(svc: Service, extra: dict[str, str]) -> Service:
+    """The Service as the manager leaves it after patching `extra` into its annotations."""
+    meta = msgspec.structs.replace(svc.metadata, annotations={**svc.metadata.annotations, **extra})
+    return msgspec.structs.replace(svc, metadata=meta)
+
+
+def with_spec(svc: Service, **changes: Any) -> Service:
+    return msgspec.structs.replace(svc, spec=msgspec.structs.replace(svc.spec, **changes))
+
+
+# --- driving the provider -----------------------------------------------------------------------
+
+
+@dataclass
+class Converged:
+    value: Any
+    delays: list[float] = field(default_factory=list)
+
+
+def converge(call: Callable[[], T], *, max_syncs: int = 10) -> Converged:
+    """Repeat `call` while it raises RetryAfter (the worker's requeue, minus the wait)."""
+    delays: list[float] = []
+    for _ in range(max_syncs):
+        try:
+            return Converged(call(), delays)
+        except RetryAfter as exc:
+            delays.append(exc.delay)
+    raise AssertionError(f"no convergence after {max_syncs} syncs (delays {delays})")
+
+
+def ensure(lbs: LoadBalancers, svc: Service, node_list: list[Node]) -> LoadBalancerOutcome:
+    outcome: LoadBalancerOutcome = converge(lambda: lbs.ensure(service=svc, nodes=node_list)).value
+    return outcome
+
+
+def delete(lbs: LoadBalancers, svc: Service) -> None:
+    converge(lambda: lbs.ensure_deleted(service=svc))
+
+
+# --- reading the simulator ------------------------------------------------------------------------
+
+
+def cloud_calls(sim: OpenStackSimHandle, mark: Seq) -> list[Call]:
+    """Calls to Nova, Neutron and Octavia (Keystone and version discovery left out)."""
+    return [
+        c
+        for c in sim.calls(since=mark)
+        if (c.service != "identity" and "/lbaas/" in c.path) or c.path.startswith("/network/v2.0/")
+    ]
+
+
+def writes(sim: OpenStackSimHandle, mark: Seq) -> list[tuple[str, str]]:
+    return [(c.method, _shape(c.path)) for c in sim.writes(since=mark)]
+
+
+def _shape(path: str) -> str:
+    """`/load-balancer/v2.0/lbaas/pools/<id>/members` → `lbaas/pools/{id}/members`."""
+    parts = path.split("?", maxsplit=1)[0].split("/")
+    kept = [p for p in parts[3:] if p]
+    return "/".join("{id}" if len(p) == 36 and p.count("-") == 4 else p for p in kept)
+
+
+def one(sim: OpenStackSimHandle, kind: str) -> dict[str, Any]:
+    rows = sim.resources(kind)
+    assert len(rows) == 1, f"{len(rows)} {kind}s"
+    return rows[0]
+
+
+def fips_on(sim: OpenStackSimHandle, port_id: str) -> list[dict[str, Any]]:
+    return [f for f in sim.resources("floatingip") if f["port_id"] == port_id]
