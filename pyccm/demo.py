@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"kube simulator  {world.kube_url}   kubeconfig {world.kubeconfig}")
         print(f"cloud config    {world.cloud_conf}")
-        stack.enter_context(process_tree(world))
+        stack.enter_context(process_tree(world, node_syncs=args.concurrent_node_syncs))
         code = watch_progress(world, nodes=args.nodes, timeout=args.timeout)
         if code == 0 and args.keep:
             print(
@@ -143,7 +143,7 @@ def child(arguments: list[str], log_path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def process_tree(world: World) -> Iterator[None]:
+def process_tree(world: World, *, node_syncs: int = 10) -> Iterator[None]:
     runtime = world.workdir / "run"
     metrics = runtime / "metrics"
     metrics.mkdir(parents=True, mode=0o700)
@@ -156,7 +156,9 @@ def process_tree(world: World) -> Iterator[None]:
         PYCCM_CLUSTER_NAME="demo",
         PYCCM_CONTROLLERS="cloud-node,cloud-node-lifecycle",
         PYCCM_MANAGER_ARGS="--secure-port=0 --leader-elect-retry-period=0.5",
-        PYCCM_WORKER_ARGS="--node-monitor-period=2",
+        # A demo-sized cloud API budget: 10 sync threads at ~2 calls each need more than 20/s.
+        PYCCM_WORKER_ARGS=f"--node-monitor-period=2 --concurrent-node-syncs={node_syncs} "
+        "--cloud-api-qps=500 --cloud-api-burst=500",
         PROMETHEUS_MULTIPROC_DIR=str(metrics),
     )
     supervisord = Path(sys.executable).parent / "supervisord"

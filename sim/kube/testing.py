@@ -33,7 +33,6 @@ server code.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import tempfile
 import threading
 import time
@@ -86,7 +85,9 @@ class KubeSimHandle:
 
     def api_client(self, token: str | None = None) -> Any:
         """A `kubernetes.client.ApiClient` for this simulator (admin unless `token`)."""
-        client = importlib.import_module("kubernetes.client")
+        # Test-only: declared in .importlinter as the one place sim/ may use the client.
+        from kubernetes import client
+
         configuration = client.Configuration()
         configuration.host = self.url
         if self._running.ca_file is not None:
