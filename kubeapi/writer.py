@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -73,9 +74,20 @@ class WriterSettings:
 
 
 class Writer:
-    def __init__(self, *, client: KubeClient, settings: WriterSettings = WriterSettings()) -> None:
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        settings: WriterSettings = WriterSettings(),
+        cached_node: Callable[[str], Node | None] = lambda name: None,
+        cached_service: Callable[[str], Service | None] = lambda key: None,
+    ) -> None:
         self._client = client
         self._settings = settings
+        # The first attempt edits the informer's copy (upstream reads its lister too),
+        # saving a GET per write; a 409 means it was stale, and the retry reads fresh.
+        self._cached_node = cached_node
+        self._cached_service = cached_service
         self._events: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
         self._events_lock = threading.Lock()
 
@@ -99,7 +111,7 @@ class Writer:
         conflicts = throttles = 0
         while True:
             try:
-                self._apply_one(action)
+                self._apply_one(action, fresh=conflicts > 0)
                 return
             except Conflict:
                 conflicts += 1
@@ -115,10 +127,10 @@ class Writer:
                     error.retry_after if isinstance(error, TooManyRequests) else 0.2 * throttles
                 )
 
-    def _apply_one(self, action: Action) -> None:
+    def _apply_one(self, action: Action, *, fresh: bool) -> None:
         match action:
             case PatchNode():
-                self._patch_node(action)
+                self._patch_node(action, fresh=fresh)
             case PatchNodeStatus():
                 self._patch_node_status(action)
             case DeleteNode():
@@ -126,15 +138,17 @@ class Writer:
             case RecordEvent():
                 self._record_event(action)
             case PatchServiceStatus():
-                self._patch_service_status(action)
+                self._patch_service_status(action, fresh=fresh)
             case PatchServiceAnnotations():
                 self._patch_service_annotations(action)
 
     # --- nodes -----------------------------------------------------------------------
 
-    def _patch_node(self, action: PatchNode) -> None:
+    def _patch_node(self, action: PatchNode, *, fresh: bool) -> None:
         path = f"/api/v1/nodes/{action.name}"
-        node = msgspec.json.decode(self._client.request("GET", path), type=Node)
+        node = None if fresh else self._cached_node(action.name)
+        if node is None:
+            node = msgspec.json.decode(self._client.request("GET", path), type=Node)
         patch = node_patch(node, action)
         if patch:
             patch.setdefault("metadata", {})["resourceVersion"] = node.metadata.resource_version
@@ -164,9 +178,11 @@ class Writer:
 
     # --- services --------------------------------------------------------------------
 
-    def _patch_service_status(self, action: PatchServiceStatus) -> None:
+    def _patch_service_status(self, action: PatchServiceStatus, *, fresh: bool) -> None:
         path = f"/api/v1/namespaces/{action.namespace}/services/{action.name}"
-        service = msgspec.json.decode(self._client.request("GET", path), type=Service)
+        service = None if fresh else self._cached_service(f"{action.namespace}/{action.name}")
+        if service is None:
+            service = msgspec.json.decode(self._client.request("GET", path), type=Service)
         _check_uid(service.metadata.uid, action.uid, path)
         patch = service_status_patch(service, action)
         if patch:

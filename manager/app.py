@@ -54,9 +54,13 @@ class Manager:
         self._settings = settings
         self.session = SessionId(uuid.uuid4().hex)
         self._client = KubeClient(settings=settings.kube)
-        self._writer = Writer(client=self._client)
         self._pool = ThreadPoolExecutor(settings.writer_threads, thread_name_prefix="writer")
         self.cache = Cache(session=self.session, publish=self._publish)
+        self._writer = Writer(
+            client=self._client,
+            cached_node=self.cache.nodes.get,
+            cached_service=self.cache.services.get,
+        )
         self.bus = BusServer(
             settings=settings.bus, session=self.session, cache=self.cache, on_result=self._on_result
         )

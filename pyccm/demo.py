@@ -143,7 +143,7 @@ def child(arguments: list[str], log_path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def process_tree(world: World, *, node_syncs: int = 10) -> Iterator[None]:
+def process_tree(world: World, *, node_syncs: int = 10, kube_api_qps: int = 20) -> Iterator[None]:
     runtime = world.workdir / "run"
     metrics = runtime / "metrics"
     metrics.mkdir(parents=True, mode=0o700)
@@ -155,7 +155,8 @@ def process_tree(world: World, *, node_syncs: int = 10) -> Iterator[None]:
         PYCCM_CLOUD_CONFIG=str(world.cloud_conf),
         PYCCM_CLUSTER_NAME="demo",
         PYCCM_CONTROLLERS="cloud-node,cloud-node-lifecycle",
-        PYCCM_MANAGER_ARGS="--secure-port=0 --leader-elect-retry-period=0.5",
+        PYCCM_MANAGER_ARGS="--secure-port=0 --leader-elect-retry-period=0.5 "
+        f"--kube-api-qps={kube_api_qps} --kube-api-burst={int(kube_api_qps * 1.5)}",
         # A demo-sized cloud API budget: 10 sync threads at ~2 calls each need more than 20/s.
         PYCCM_WORKER_ARGS=f"--node-monitor-period=2 --concurrent-node-syncs={node_syncs} "
         "--cloud-api-qps=500 --cloud-api-burst=500",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from kubeapi.client import KubeClient
 from kubeapi.writer import Writer
 from protocol.messages import (
@@ -13,7 +15,7 @@ from protocol.messages import (
     PatchServiceStatus,
     RecordEvent,
 )
-from protocol.views import LoadBalancerIngress, NodeAddress, Taint
+from protocol.views import LoadBalancerIngress, Node, NodeAddress, Taint
 from sim.kube.testing import KubeSimHandle
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -103,3 +105,31 @@ def test_service_status_gets_ingress_and_finalizer(kube: KubeSimHandle, client: 
     assert stored is not None
     assert stored["status"]["loadBalancer"]["ingress"] == [{"ip": "172.24.4.10"}]
     assert stored["metadata"]["finalizers"] == ["service.kubernetes.io/load-balancer-cleanup"]
+
+
+def node_view(kube: KubeSimHandle, name: str) -> Node:
+    return msgspec.json.decode(msgspec.json.encode(kube.get("nodes", name)), type=Node)
+
+
+def test_a_current_cached_node_saves_the_read(kube: KubeSimHandle, client: KubeClient) -> None:
+    cached = node_view(kube, "node-0000")
+    writer = Writer(client=client, cached_node=lambda name: cached)
+    before = len(kube.requests())
+    assert writer.apply((PatchNode(name="node-0000", labels={"a": "b"}),)) == ()
+    assert [r["verb"] for r in kube.requests()[before:]] == ["patch"]
+
+
+def test_a_stale_cached_node_conflicts_and_is_read_again(
+    kube: KubeSimHandle, client: KubeClient
+) -> None:
+    stale = node_view(kube, "node-0000")
+    kube.patch("nodes", "node-0000", b'{"metadata": {"labels": {"someone": "else"}}}')
+    writer = Writer(client=client, cached_node=lambda name: stale)
+    before = len(kube.requests())
+    assert writer.apply((PatchNode(name="node-0000", remove_taints=((UNINITIALIZED, ""),)),)) == ()
+    calls = [(r["verb"], r["code"]) for r in kube.requests()[before:]]
+    assert calls == [("patch", 409), ("get", 200), ("patch", 200)]
+    node = kube.get("nodes", "node-0000")
+    assert node is not None
+    assert node["metadata"]["labels"]["someone"] == "else"
+    assert not node["spec"].get("taints")
