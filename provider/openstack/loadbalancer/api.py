@@ -41,6 +41,7 @@ from provider.openstack.loadbalancer.resources import (
     PoolList,
     Port,
     PortList,
+    Ref,
     SecurityGroup,
     SecurityGroupEnvelope,
     SecurityGroupList,
@@ -149,14 +150,15 @@ class Api:
 
     # --- listeners -------------------------------------------------------------------------------
     def listeners(self, lb_id: str) -> list[Listener]:
-        return self._client.call_json(
+        listing = self._client.call_json(
             ListenerList,
             "load-balancer",
             "GET",
             "/lbaas/listeners",
             request="listener_list",
             params={"loadbalancer_id": lb_id},
-        ).listeners
+        )
+        return [li for li in listing.listeners if _belongs(li.loadbalancers, lb_id)]
 
     def create_listener(self, lb_id: str, body: Body) -> Listener:
         content = self.write(
@@ -183,14 +185,15 @@ class Api:
 
     # --- pools and members -----------------------------------------------------------------------
     def pools(self, lb_id: str) -> list[Pool]:
-        return self._client.call_json(
+        listing = self._client.call_json(
             PoolList,
             "load-balancer",
             "GET",
             "/lbaas/pools",
             request="pool_list",
             params={"loadbalancer_id": lb_id},
-        ).pools
+        )
+        return [pool for pool in listing.pools if _belongs(pool.loadbalancers, lb_id)]
 
     def create_pool(self, lb_id: str, body: Body) -> Pool:
         content = self.write(
@@ -455,6 +458,12 @@ class Api:
             )
         except CloudNotFound:
             return
+
+
+def _belongs(refs: list[Ref], lb_id: str) -> bool:
+    """Also checked here: an API that ignored the `loadbalancer_id` filter (as some
+    proxies and the simulator do) must not make another Service's listeners look ours."""
+    return not refs or any(ref.id == lb_id for ref in refs)
 
 
 def _decode(kind: type[T], content: bytes) -> T:

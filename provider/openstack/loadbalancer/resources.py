@@ -59,6 +59,7 @@ class Listener(_Json, frozen=True):
     timeout_member_data: int | None = None
     timeout_tcp_inspect: int | None = None
     tags: list[str] = []
+    loadbalancers: list[Ref] = []
 
 
 class ListenerEnvelope(_Json, frozen=True):
@@ -82,6 +83,7 @@ class Pool(_Json, frozen=True):
     listeners: list[Ref] = []
     healthmonitor_id: str | None = None
     members: list[Ref] = []
+    loadbalancers: list[Ref] = []
 
 
 class PoolEnvelope(_Json, frozen=True):

@@ -115,16 +115,24 @@ def _ip_version(service: Service) -> int:
     return 6 if families and families[0] == "IPv6" else 4
 
 
-def _source_ranges(service: Service, ann: a.Annotations, version: int) -> tuple[str, ...]:
-    raw = list(service.spec.load_balancer_source_ranges) or [
-        part.strip() for part in ann.string(a.SOURCE_RANGES).split(",") if part.strip()
-    ]
+def _source_ranges(
+    service: Service, events: a.Events, ann: a.Annotations, version: int
+) -> tuple[str, ...]:
+    """Spec field, else the annotation, else allow-all. Upstream fails the sync on an
+    invalid CIDR; here it is dropped with a Warning (all invalid: allow-all, the default)."""
+    where = "spec.loadBalancerSourceRanges"
+    raw = list(service.spec.load_balancer_source_ranges)
+    if not raw:
+        where = a.SOURCE_RANGES
+        raw = [part.strip() for part in ann.string(a.SOURCE_RANGES).split(",") if part.strip()]
     valid: list[str] = []
     for cidr in raw:
         try:
             valid.append(str(ipaddress.ip_network(cidr.strip(), strict=False)))
         except ValueError:
-            ann.invalid(a.SOURCE_RANGES, cidr, "is not a CIDR", "(dropped)")
+            events.warn(
+                "LoadBalancerSourceRangesInvalid", f"{where}: {cidr!r} is not a CIDR; dropped"
+            )
     return tuple(valid) or (ALLOW_ALL[version],)
 
 
@@ -247,7 +255,7 @@ class Resolver:
             member_subnet,
         )
         proxy, xff = _proxy_and_xff(ann)
-        ranges = _source_ranges(service, ann, version)
+        ranges = _source_ranges(service, events, ann, version)
         floating_network = ""
         if not internal and version == 4:
             floating_network = _first(

@@ -1,0 +1,287 @@
+"""Service annotations and spec fields become Octavia settings (reference §3.2); bad values
+fall back to the default with a Warning event; features follow Octavia's API version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from protocol.views import LoadBalancerIngress
+from provider.interface import LoadBalancers
+from sim.openstack.testing import OpenStackSimHandle
+from tests.provider_lb.conftest import (
+    MakeLbs,
+    ensure,
+    nodes,
+    one,
+    service,
+    with_annotations,
+    writes,
+)
+
+P = "loadbalancer.openstack.org/"
+
+
+def by_port(sim: OpenStackSimHandle, kind: str) -> list[dict[str, Any]]:
+    return sorted(sim.resources(kind), key=lambda row: row["name"])
+
+
+def test_listener_settings_follow_the_annotations(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(
+        ports=((80, 30080, "TCP"),),
+        annotations={
+            P + "connection-limit": "1000",
+            P + "timeout-client-data": "1111",
+            P + "timeout-member-connect": "2222",
+            P + "timeout-member-data": "3333",
+            P + "timeout-tcp-inspect": "44",
+            P + "lb-method": "LEAST_CONNECTIONS",
+        },
+        load_balancer_source_ranges=("10.1.0.0/16", "192.168.7.0/24"),
+        session_affinity="ClientIP",
+    )
+
+    ensure(lbs, svc, nodes(1))
+
+    listener = one(sim, "listener")
+    assert listener["connection_limit"] == 1000
+    assert (
+        listener["timeout_client_data"],
+        listener["timeout_member_connect"],
+        listener["timeout_member_data"],
+        listener["timeout_tcp_inspect"],
+    ) == (1111, 2222, 3333, 44)
+    assert sorted(listener["allowed_cidrs"]) == ["10.1.0.0/16", "192.168.7.0/24"]
+    pool = one(sim, "pool")
+    assert pool["lb_algorithm"] == "LEAST_CONNECTIONS"
+    assert pool["session_persistence"]["type"] == "SOURCE_IP"
+
+
+def test_bad_annotation_values_fall_back_to_the_default_with_a_warning(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(
+        ports=((80, 30080, "TCP"),),
+        annotations={
+            P + "connection-limit": "lots",
+            P + "enable-health-monitor": "yes",
+            P + "lb-method": "FASTEST",
+            P + "proxy-protocol": "v3",
+        },
+        load_balancer_source_ranges=("10.0.0.0/33",),
+    )
+
+    outcome = ensure(lbs, svc, nodes(1))
+
+    listener = one(sim, "listener")
+    assert listener["connection_limit"] == -1
+    assert listener["allowed_cidrs"] == ["0.0.0.0/0"]
+    assert one(sim, "pool")["lb_algorithm"] == "ROUND_ROBIN"
+    assert one(sim, "pool")["protocol"] == "TCP"
+    assert sim.inventory()["healthmonitor"] == 0
+    assert all(e.type == "Warning" for e in outcome.events)
+    warned = {e.message.split("=")[0] for e in outcome.events}
+    assert warned == {
+        "annotation loadbalancer.openstack.org/lb-method",
+        "annotation loadbalancer.openstack.org/proxy-protocol",
+        "annotation loadbalancer.openstack.org/connection-limit",
+        "annotation loadbalancer.openstack.org/enable-health-monitor",
+        "spec.loadBalancerSourceRanges: '10.0.0.0/33' is not a CIDR; dropped",
+    }
+    assert [e.reason for e in outcome.events].count("LoadBalancerAnnotationInvalid") == 4
+
+
+@pytest.mark.parametrize(
+    ("value", "pool_protocol"), [("true", "PROXY"), ("v1", "PROXY"), ("v2", "PROXYV2")]
+)
+def test_proxy_protocol_sets_the_pool_protocol_and_ip_mode_proxy(
+    sim: OpenStackSimHandle, lbs: LoadBalancers, value: str, pool_protocol: str
+) -> None:
+    svc = service(ports=((80, 30080, "TCP"),), annotations={P + "proxy-protocol": value})
+
+    outcome = ensure(lbs, svc, nodes(1))
+
+    assert one(sim, "pool")["protocol"] == pool_protocol
+    assert outcome.ingress[0].ip_mode == "Proxy"
+
+
+def test_proxy_protocol_with_ingress_hostnames_publishes_a_hostname(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    lbs = make_lbs(
+        "[LoadBalancer]\nenable-ingress-hostname = true\ningress-hostname-suffix = example.net"
+    )
+    svc = service(ports=((80, 30080, "TCP"),), annotations={P + "proxy-protocol": "true"})
+
+    outcome = ensure(lbs, svc, nodes(1))
+
+    address = one(sim, "floatingip")["floating_ip_address"]
+    assert outcome.ingress == (LoadBalancerIngress(hostname=f"{address}.example.net"),)
+
+
+def test_the_hostname_annotation_is_published_as_is(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(annotations={P + "hostname": "web.example.org"})
+
+    outcome = ensure(lbs, svc, nodes(1))
+
+    assert outcome.ingress == (LoadBalancerIngress(hostname="web.example.org"),)
+
+
+def test_x_forwarded_for_makes_http_listeners_that_insert_the_header(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(ports=((80, 30080, "TCP"),), annotations={P + "x-forwarded-for": "true"})
+
+    ensure(lbs, svc, nodes(1))
+
+    listener = one(sim, "listener")
+    assert listener["protocol"] == "HTTP"
+    assert listener["insert_headers"] == {"X-Forwarded-For": "true"}
+    assert one(sim, "pool")["protocol"] == "HTTP"
+
+
+def test_health_monitors_follow_the_port_protocol_and_can_be_toggled(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    on = {P + "enable-health-monitor": "true", P + "health-monitor-delay": "7"}
+    svc = service(ports=((80, 30080, "TCP"), (53, 30053, "UDP")), annotations=on)
+    svc = with_annotations(svc, ensure(lbs, svc, nodes(2)).annotations_to_set)
+
+    monitors = by_port(sim, "healthmonitor")
+    assert [(m["name"].split("_")[1], m["type"], m["delay"]) for m in monitors] == [
+        ("0", "TCP", 7),
+        ("1", "UDP-CONNECT", 7),
+    ]
+    ensure(lbs, with_annotations(svc, {P + "enable-health-monitor": "false"}), nodes(2))
+    assert sim.inventory()["healthmonitor"] == 0
+    ensure(lbs, with_annotations(svc, {P + "health-monitor-delay": "9"}), nodes(2))
+    assert [m["delay"] for m in sim.resources("healthmonitor")] == [9, 9]
+
+
+def test_local_traffic_policy_uses_http_monitors_on_the_health_check_port(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    lbs = make_lbs("[LoadBalancer]\ncreate-monitor = true")
+    svc = service(
+        ports=((80, 30080, "TCP"),), external_traffic_policy="Local", health_check_node_port=32000
+    )
+
+    ensure(lbs, svc, nodes(2))
+
+    monitor = one(sim, "healthmonitor")
+    assert (monitor["type"], monitor["url_path"], monitor["http_method"]) == (
+        "HTTP",
+        "/healthz",
+        "GET",
+    )
+    assert {m["monitor_port"] for m in sim.resources("member")} == {32000}
+
+
+def test_the_node_selector_chooses_the_members(sim: OpenStackSimHandle, lbs: LoadBalancers) -> None:
+    import msgspec
+
+    labelled = [
+        msgspec.structs.replace(
+            n,
+            metadata=msgspec.structs.replace(
+                n.metadata, labels={"pool": "edge"} if i % 2 else {"pool": "core"}
+            ),
+        )
+        for i, n in enumerate(nodes(6))
+    ]
+    svc = service(ports=((80, 30080, "TCP"),), annotations={P + "node-selector": "pool=edge"})
+
+    ensure(lbs, svc, labelled)
+
+    assert sorted(m["name"] for m in sim.resources("member")) == [
+        "node-0001",
+        "node-0003",
+        "node-0005",
+    ]
+
+
+def test_no_node_ports_means_no_members(sim: OpenStackSimHandle, lbs: LoadBalancers) -> None:
+    ensure(lbs, service(ports=((80, 0, "TCP"),)), nodes(3))
+
+    assert sim.inventory()["member"] == 0
+    assert sim.inventory()["pool"] == 1
+
+
+@pytest.mark.parametrize(
+    ("version", "tags", "acl"), [("2.4", False, False), ("2.11", True, False), ("2.27", True, True)]
+)
+def test_features_follow_the_octavia_api_version(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs, version: str, tags: bool, acl: bool
+) -> None:
+    sim.set_knobs(octavia_version=version)
+    svc = service(ports=((80, 30080, "TCP"),), load_balancer_source_ranges=("10.1.0.0/16",))
+
+    outcome = ensure(make_lbs(), svc, nodes(1))
+
+    assert bool(one(sim, "loadbalancer").get("tags")) == tags
+    assert one(sim, "listener").get("allowed_cidrs") == (["10.1.0.0/16"] if acl else None)
+    reasons = {e.reason for e in outcome.events}
+    assert ("LoadBalancerSourceRangesIgnored" in reasons) == (not acl)
+    # And once in place, the old API's load balancer is left alone too.
+    mark = sim.mark()
+    make_lbs().ensure(service=svc, nodes=nodes(1))
+    assert writes(sim, mark) == []
+
+
+def test_availability_zone_and_flavor_are_sent_when_octavia_knows_them(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    svc = service(
+        ports=((80, 30080, "TCP"),),
+        annotations={P + "availability-zone": "az-2", P + "flavor-id": "f-small"},
+    )
+
+    ensure(make_lbs(), svc, nodes(1))
+
+    lb = one(sim, "loadbalancer")
+    assert (lb["availability_zone"], lb["flavor_id"]) == ("az-2", "f-small")
+
+
+def test_an_availability_zone_on_an_old_octavia_is_ignored_with_a_warning(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    sim.set_knobs(octavia_version="2.13")
+    svc = service(ports=((80, 30080, "TCP"),), annotations={P + "availability-zone": "az-2"})
+
+    outcome = ensure(make_lbs(), svc, nodes(1))
+
+    assert one(sim, "loadbalancer")["availability_zone"] is None
+    assert [e.reason for e in outcome.events] == ["LoadBalancerAvailabilityZonesIgnored"]
+
+
+def test_an_unknown_load_balancer_class_is_refused(lbs: LoadBalancers) -> None:
+    from provider.errors import CloudError
+
+    svc = service(annotations={P + "class": "nope"})
+
+    with pytest.raises(CloudError, match="unknown") as caught:
+        lbs.ensure(service=svc, nodes=nodes(1))
+    assert caught.value.retryable is False
+
+
+def test_a_load_balancer_class_chooses_the_floating_subnet(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    conn = sim.connection()
+    subnet = conn.network.create_subnet(
+        network_id=sim.seeded.public_network_id,
+        name="dmz",
+        cidr="198.51.100.0/24",
+        ip_version=4,
+    )
+    conn.close()
+    lbs = make_lbs(f'[LoadBalancerClass "dmz"]\nfloating-subnet-id = {subnet.id}')
+
+    outcome = ensure(lbs, service(annotations={P + "class": "dmz"}), nodes(1))
+
+    assert outcome.ingress[0].ip.startswith("198.51.100.")
