@@ -16,10 +16,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 Check = Callable[[], str | None]  # None when healthy, else why not
 
@@ -28,6 +29,19 @@ Check = Callable[[], str | None]  # None when healthy, else why not
 class Checks:
     healthz: dict[str, Check]
     readyz: dict[str, Check]
+
+
+def forget_dead_processes(directory: str) -> None:
+    """Drop the live gauges of processes that are gone (a worker killed and restarted by
+    supervisord has a new pid; its old gauge files would otherwise be summed forever)."""
+    for path in Path(directory).glob("gauge_live*_*.db"):
+        pid = int(path.stem.rsplit("_", 1)[1])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+        except PermissionError:
+            continue
 
 
 def metrics_registry() -> CollectorRegistry:
@@ -59,6 +73,8 @@ class HttpServer:
                 url = urlsplit(self.path)
                 verbose = "verbose" in parse_qs(url.query, keep_blank_values=True)
                 if url.path == "/metrics":
+                    if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                        forget_dead_processes(directory)
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
                 elif url.path in ("/healthz", "/readyz"):
                     table = checks.healthz if url.path == "/healthz" else checks.readyz

@@ -8,6 +8,7 @@ command's run function, so `pyccm --help` answers at once.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -45,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Every process of the tree writes its metrics here (the manager serves them all);
+    # prometheus_client needs the directory to exist before the first metric is made.
+    if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     parser = build_parser()
     args = parser.parse_args(argv)
     code: int = args.run(args)
