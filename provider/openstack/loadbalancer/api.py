@@ -218,6 +218,19 @@ class Api:
             request="member_list",
         ).members
 
+    def create_member(self, lb_id: str, pool_id: str, body: Body) -> None:
+        self.write(
+            lb_id,
+            "POST",
+            f"/lbaas/pools/{pool_id}/members",
+            request="member_create",
+            body={"member": body},
+            ok=(201,),
+        )
+
+    def delete_member(self, lb_id: str, pool_id: str, member_id: str) -> None:
+        self._delete(lb_id, f"/lbaas/pools/{pool_id}/members/{member_id}", request="member_delete")
+
     def replace_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
         """The batch update: Octavia adds, updates and removes to match the list (202)."""
         self.write(

@@ -17,6 +17,7 @@ twice.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +77,12 @@ class OctaviaLoadBalancers:
             features=features,
             cluster=provider_settings.cluster_name,
         )
+        # Load balancers this process created, with the specs they were created from: the
+        # sync that finds one ACTIVE with unchanged specs skips re-reading its children
+        # (a fully populated create makes all of them or lands in ERROR). Lost on restart,
+        # which only costs those reads.
+        self._fresh_lock = threading.Lock()
+        self._fresh: dict[str, str] = {}
 
     # --- LoadBalancers ---------------------------------------------------------------------------
     def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
@@ -97,7 +104,9 @@ class OctaviaLoadBalancers:
         lb, owner = self._usable_lb(cfg, specs)
         if not owner:
             self._join_shared(cfg, lb)
-        Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events).listeners(specs, owner=owner)
+        if not self._just_created(lb, specs):
+            reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events)
+            reconciler.listeners(specs, owner=owner)
         if owner and cfg.features.tags and cfg.name not in lb.tags:
             self._api.update_lb_tags(lb.id, [*lb.tags, cfg.name])
         address = self._address(cfg, lb, owner=owner, events=events)
@@ -170,6 +179,9 @@ class OctaviaLoadBalancers:
         lb = self._find(cfg)
         if lb is None:
             created = self._api.create_lb(self._create_body(cfg, specs))
+            if not cfg.serial:
+                with self._fresh_lock:
+                    self._fresh[created.id] = repr(specs)
             log.info("created load balancer %s (%s) for %s", created.id, created.name, cfg.name)
             raise self._api.backoff.retry(created.id, "was just created")
         owner = lb.name == cfg.name or (not cfg.lb_id and lb.name == cfg.legacy_name)
@@ -178,10 +190,15 @@ class OctaviaLoadBalancers:
         if lb.provisioning_status == ERROR and owner:
             # Upstream's recovery: delete it; the next sync creates a fresh one.
             log.warning("load balancer %s is in ERROR: deleting it to recreate it", lb.id)
+            self._just_created(lb, specs)  # forget it
             self._api.delete_lb(lb.id, cascade=True)
             raise self._api.backoff.retry(lb.id, "was in ERROR and is being recreated")
         self._require_active(lb)
         return lb, owner
+
+    def _just_created(self, lb: LoadBalancer, specs: Sequence[ListenerSpec]) -> bool:
+        with self._fresh_lock:
+            return self._fresh.pop(lb.id, None) == repr(specs)
 
     def _require_active(self, lb: LoadBalancer) -> None:
         if lb.provisioning_status == ACTIVE:

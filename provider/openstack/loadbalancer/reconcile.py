@@ -104,6 +104,9 @@ class Reconciler:
             )
 
     def _members(self, spec: PoolSpec, pool: Pool) -> None:
+        if self._cfg.serial:
+            self._members_one_by_one(spec, pool)
+            return
         if len(pool.members) == len(spec.members):
             # Same count: read them to compare. A different count is a change for sure,
             # and saves the read.
@@ -113,6 +116,17 @@ class Reconciler:
             if current == spec.member_keys:
                 return
         self._api.replace_members(self._lb_id, pool.id, [m.body() for m in spec.members])
+
+    def _members_one_by_one(self, spec: PoolSpec, pool: Pool) -> None:
+        """`provider-requires-serial-api-calls`: one member per call, for providers without
+        the batch update; each call may end the sync with a 409, the next one resumes."""
+        current = {member_key(m): m for m in self._api.members(pool.id)} if pool.members else {}
+        for wanted in spec.members:
+            if wanted.key not in current:
+                self._api.create_member(self._lb_id, pool.id, wanted.body())
+        for key, existing in current.items():
+            if key not in spec.member_keys:
+                self._api.delete_member(self._lb_id, pool.id, existing.id)
 
     def _monitor(self, spec: PoolSpec, pool: Pool) -> None:
         wanted = spec.monitor
@@ -139,8 +153,14 @@ class Reconciler:
         self._create_pool(spec.pool, listener.id)
 
     def _create_pool(self, spec: PoolSpec, listener_id: str) -> None:
-        # Members and monitor ride along in the pool's POST (Octavia's single-call create).
-        self._api.create_pool(self._lb_id, spec.body() | {"listener_id": listener_id})
+        # Members and monitor ride along in the pool's POST (Octavia's single-call create),
+        # except for providers that need one object per call: the next syncs add them.
+        body = spec.body(inline=not self._cfg.serial)
+        pool = self._api.create_pool(self._lb_id, body | {"listener_id": listener_id})
+        if self._cfg.serial:
+            # Carry on until Octavia says "busy" (409 -> RetryAfter, the next sync resumes).
+            self._members(spec, pool)
+            self._monitor(spec, pool)
 
     def _delete_listener(self, listener: Listener, pools: Sequence[Pool]) -> None:
         pool = _pool_of(listener, pools)
