@@ -41,6 +41,8 @@ pytest: setup
 bench: setup
 	$(RUN) python -m bench.kube_sim
 	$(RUN) python -m bench.openstack_sim
+	$(RUN) python -m bench.manager
+	$(RUN) python -m bench.e2e_init
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache
