@@ -108,7 +108,7 @@ class OctaviaLoadBalancers:
             reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events)
             reconciler.listeners(specs, owner=owner)
         if owner and cfg.features.tags and cfg.name not in lb.tags:
-            self._api.update_lb_tags(lb.id, [*lb.tags, cfg.name])
+            self._api.update_lb_tags(lb.id, [*(t for t in lb.tags if t), cfg.name])
         address = self._address(cfg, lb, owner=owner, events=events)
         self._security_groups(events).ensure(cfg, service, nodes)
         return LoadBalancerOutcome(
@@ -252,16 +252,16 @@ class OctaviaLoadBalancers:
                 f"(max-shared-lb = {cfg.max_shared_lb})",
                 retryable=False,
             )
-        self._api.update_lb_tags(lb.id, [*lb.tags, cfg.name])
+        self._api.update_lb_tags(lb.id, [*(t for t in lb.tags if t), cfg.name])
 
     def _leave_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
         """Remove this Service's listeners (and pools) and its tag; the LB stays."""
         reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
         reconciler.delete_listeners(reconciler.owned_listeners(owner=lb.name == cfg.name))
         if cfg.name in lb.tags:
-            # Octavia needs a non-empty list to clear tags, hence upstream's [""].
-            remaining = [t for t in lb.tags if t != cfg.name] or [""]
-            self._api.update_lb_tags(lb.id, remaining)
+            # An empty list clears them (upstream sends [""] only because gophercloud
+            # drops empty lists from its request bodies).
+            self._api.update_lb_tags(lb.id, [t for t in lb.tags if t and t != cfg.name])
 
     # --- deletion --------------------------------------------------------------------------------
     def _delete_lb(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:

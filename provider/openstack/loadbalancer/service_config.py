@@ -178,9 +178,15 @@ def _monitor(
     http_allowed = settings.lb_provider != "ovn"
     if any(p.protocol == "UDP" for p in spec.ports):
         http_allowed = http_allowed and features.http_monitors_on_udp
+    delay = ann.integer(a.HEALTH_MONITOR_DELAY, settings.monitor_delay, minimum=1)
+    timeout = ann.integer(a.HEALTH_MONITOR_TIMEOUT, settings.monitor_timeout, minimum=1)
+    if timeout > delay:
+        # Octavia refuses it (400) and the Service would never get its load balancer.
+        ann.invalid(a.HEALTH_MONITOR_TIMEOUT, str(timeout), f"exceeds the delay {delay}", delay)
+        timeout = delay
     return MonitorConfig(
-        delay=ann.integer(a.HEALTH_MONITOR_DELAY, settings.monitor_delay, minimum=1),
-        timeout=ann.integer(a.HEALTH_MONITOR_TIMEOUT, settings.monitor_timeout, minimum=1),
+        delay=delay,
+        timeout=timeout,
         max_retries=ann.integer(
             a.HEALTH_MONITOR_MAX_RETRIES, settings.monitor_max_retries, minimum=1
         ),
