@@ -48,6 +48,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--cloud-latency-ms", type=float, default=0.0, help="latency of every cloud call"
     )
     parser.add_argument(
+        "--concurrent-node-syncs",
+        type=int,
+        default=10,
+        help="node worker sync threads (default 10; upstream's default is 1)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep running (and the temp dir) after converging"
     )
     parser.set_defaults(run=run)
