@@ -18,7 +18,7 @@ from typing import Any
 
 import urllib3
 
-from kubeapi.errors import KubeError, Unavailable, from_response
+from kubeapi.errors import Unavailable, from_response
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,3 @@ class KubeClient:
             finally:
                 response.release_conn()
         return response
-
-
-def is_retryable(error: Exception) -> bool:
-    return isinstance(error, KubeError) and error.retryable

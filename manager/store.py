@@ -111,8 +111,5 @@ class Cache:
     def topic(self, topic: Topic) -> TopicCache[Node] | TopicCache[Service]:
         return self.nodes if topic is Topic.NODE else self.services
 
-    def seqs(self) -> dict[Topic, Seq]:
-        return {Topic.NODE: self.nodes.seq, Topic.SERVICE: self.services.seq}
-
     def synced(self) -> bool:
         return self.nodes.synced.is_set() and self.services.synced.is_set()

@@ -79,6 +79,7 @@ class Port(_Json, frozen=True):
     status: str = ""
     fixed_ips: list[FixedIp] = []
     allowed_address_pairs: list[AddressPair] = []
+    security_groups: list[str] = []
     # Neutron omits it without the port-security extension: security is then on.
     port_security_enabled: bool | None = True
     trunk_details: TrunkDetails | None = None
@@ -92,9 +93,15 @@ class PortList(_Json, frozen=True):
     ports: list[Port]
 
 
+class NetworkList(_Json, frozen=True):
+    networks: list[Network]
+
+
 class Network(_Json, frozen=True):
     id: str
     name: str = ""
+    external: bool = msgspec.field(default=False, name="router:external")
+    subnets: list[str] = []
 
 
 class NetworkEnvelope(_Json, frozen=True):

@@ -114,10 +114,6 @@ class BusClient:
         self._stop.set()
         self._thread.join(5)
 
-    @property
-    def stopped(self) -> bool:
-        return not self._thread.is_alive()
-
     def submit(self, key: str, actions: tuple[Action, ...]) -> Future[Ack]:
         """Send a sync's actions to the manager; the Future resolves with its Ack."""
         result_id = ResultId(next(self._ids))

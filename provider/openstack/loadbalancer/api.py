@@ -34,13 +34,9 @@ from provider.openstack.loadbalancer.resources import (
     LoadBalancerList,
     Member,
     MemberList,
-    Network,
-    NetworkList,
     Pool,
     PoolEnvelope,
     PoolList,
-    Port,
-    PortList,
     Ref,
     SecurityGroup,
     SecurityGroupEnvelope,
@@ -51,6 +47,7 @@ from provider.openstack.loadbalancer.resources import (
     SubnetEnvelope,
     SubnetList,
 )
+from provider.openstack.resources import Network, NetworkList, Port, PortList
 
 Body = dict[str, Any]
 T = TypeVar("T")

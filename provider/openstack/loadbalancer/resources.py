@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 
+# Ports and networks are the shared Neutron views of provider/openstack/resources.py.
 class _Json(msgspec.Struct, frozen=True):
     pass
 
@@ -157,17 +158,6 @@ class SubnetList(_Json, frozen=True):
     subnets: list[Subnet]
 
 
-class Network(_Json, frozen=True):
-    id: str
-    name: str = ""
-    external: bool = msgspec.field(default=False, name="router:external")
-    subnets: list[str] = []
-
-
-class NetworkList(_Json, frozen=True):
-    networks: list[Network]
-
-
 class SecurityGroup(_Json, frozen=True):
     id: str
     name: str = ""
@@ -193,20 +183,3 @@ class SecurityGroupRule(_Json, frozen=True):
 
 class SecurityGroupRuleList(_Json, frozen=True):
     security_group_rules: list[SecurityGroupRule]
-
-
-class FixedIp(_Json, frozen=True):
-    ip_address: str
-    subnet_id: str = ""
-
-
-class Port(_Json, frozen=True):
-    id: str
-    fixed_ips: list[FixedIp] = []
-    security_groups: list[str] = []
-    # Neutron omits it without the port-security extension: security is then on.
-    port_security_enabled: bool | None = True
-
-
-class PortList(_Json, frozen=True):
-    ports: list[Port]
