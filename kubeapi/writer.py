@@ -5,7 +5,8 @@ carries the resourceVersion it was computed from, so a concurrent change makes t
 answer 409 and the writer re-reads and re-applies (at most `conflict_attempts` times)
 instead of overwriting someone else's taint or finalizer. A write that would change
 nothing is skipped. Never a PUT of a Service; Node deletes carry a UID precondition so a
-Node re-created under the same name survives.
+Node re-created under the same name survives; a delete that fails otherwise records the
+Warning event the worker attached to it (upstream's `DeletingNodeFailed`).
 
 Events are aggregated as upstream's recorder does: the same reason and message on the
 same object, seen again, bumps `count` and `lastTimestamp` of the existing Event.
@@ -103,9 +104,25 @@ class Writer:
                 if kind is not FailureKind.NOT_FOUND:
                     log.warning("%s failed: %s", name, error)
                 failures.append(ActionFailure(index=index, kind=kind, message=str(error)))
+                self._record_failure(action, kind, error)
             else:
                 metrics.WRITER_ACTIONS.labels(action=name, outcome="ok").inc()
         return tuple(failures)
+
+    def _record_failure(self, action: Action, kind: FailureKind, error: KubeError) -> None:
+        """Upstream's Warning `DeletingNodeFailed`, when the worker asked for one.
+
+        A Node already gone (404) or re-created under the same name (UID precondition)
+        gets none: the node the worker meant to delete no longer exists, which is what it
+        wanted, and a Warning on the new Node's name would blame a healthy node.
+        """
+        if not isinstance(action, DeleteNode) or action.failed_event is None:
+            return
+        if kind in (FailureKind.NOT_FOUND, FailureKind.PRECONDITION):
+            return
+        event = action.failed_event
+        # Its own failure is logged by apply(); the delete's failure is what the worker sees.
+        self.apply((msgspec.structs.replace(event, message=f"{event.message}: {error}"),))
 
     def _with_retries(self, action: Action) -> None:
         conflicts = throttles = 0

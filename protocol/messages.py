@@ -137,19 +137,25 @@ class PatchNodeStatus(_Action, frozen=True, tag="patch_node_status"):
     conditions: tuple[NodeCondition, ...] = ()
 
 
-class DeleteNode(_Action, frozen=True, tag="delete_node"):
-    """DELETE with a UID precondition, so a re-created Node of the same name survives."""
-
-    name: str
-    uid: str
-
-
 class RecordEvent(_Action, frozen=True, tag="event"):
     regarding: ObjectRef
     reason: str
     message: str
     type: str = "Normal"
     component: str = ""
+
+
+class DeleteNode(_Action, frozen=True, tag="delete_node"):
+    """DELETE with a UID precondition, so a re-created Node of the same name survives.
+
+    `failed_event` is recorded if the delete fails (upstream's Warning
+    `DeletingNodeFailed`), with ": <the API's error>" appended to its message. Not when the
+    Node is already gone or was re-created: the node meant is gone either way.
+    """
+
+    name: str
+    uid: str
+    failed_event: RecordEvent | None = None
 
 
 class PatchServiceStatus(_Action, frozen=True, tag="patch_service_status"):

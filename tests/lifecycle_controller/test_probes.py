@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from protocol.messages import DeleteNode, PatchNode, RecordEvent, Topic
+from protocol.messages import (
+    Action,
+    DeleteNode,
+    PatchNode,
+    RecordEvent,
+    Result,
+    ResultId,
+    SessionId,
+    Topic,
+    decode,
+    encode,
+)
 from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta, Taint
 from provider.errors import CloudError
 from provider.fake import FakeCloud
@@ -18,7 +29,7 @@ def make_node(name: str, *, ready: str, taints: tuple[Taint, ...] = ()) -> Node:
     )
 
 
-def sync(node: Node, cloud: FakeCloud) -> tuple[object, ...]:
+def sync(node: Node, cloud: FakeCloud) -> tuple[Action, ...]:
     replica = Replica()
     replica.apply(Topic.NODE, node.name, node)
     instances = cloud.instances()
@@ -45,7 +56,31 @@ def test_a_not_ready_node_whose_server_is_gone_is_deleted_with_an_event() -> Non
     event, delete = sync(make_node("gone", ready="Unknown"), FakeCloud())
     assert isinstance(event, RecordEvent)
     assert event.reason == "DeletingNode"
-    assert delete == DeleteNode(name="gone", uid="uid-gone")
+    assert isinstance(delete, DeleteNode)
+    assert (delete.name, delete.uid) == ("gone", "uid-gone")
+
+
+def test_a_failed_delete_would_be_reported_as_a_warning_on_the_node() -> None:
+    _, delete = sync(make_node("gone", ready="Unknown"), FakeCloud())
+    assert isinstance(delete, DeleteNode)
+    warning = delete.failed_event
+    assert warning is not None
+    assert (warning.type, warning.reason) == ("Warning", "DeletingNodeFailed")
+    assert warning.message == "Failed deleting node gone"
+    assert (warning.regarding.kind, warning.regarding.uid) == ("Node", "uid-gone")
+    assert warning.component == "cloud-node-lifecycle-controller"
+
+
+def test_the_delete_and_its_warning_cross_the_bus_intact() -> None:
+    actions = sync(make_node("gone", ready="Unknown"), FakeCloud())
+    result = Result(
+        session=SessionId("s"),
+        worker="cloud-node-lifecycle",
+        id=ResultId(1),
+        key="gone",
+        actions=actions,
+    )
+    assert decode(encode(result)) == result
 
 
 def test_a_shut_down_server_taints_its_node_once() -> None:

@@ -108,4 +108,12 @@ def _delete(node: Node) -> tuple[Action, ...]:
         message=f"Deleting node {node.name} because it does not exist in the cloud provider",
         component=COMPONENT,
     )
-    return (event, DeleteNode(name=node.name, uid=node.metadata.uid))
+    # Recorded by the writer only if the DELETE fails; it appends the API's error.
+    failed = RecordEvent(
+        regarding=node_ref(node),
+        reason="DeletingNodeFailed",
+        message=f"Failed deleting node {node.name}",
+        type="Warning",
+        component=COMPONENT,
+    )
+    return (event, DeleteNode(name=node.name, uid=node.metadata.uid, failed_event=failed))
