@@ -1,0 +1,2 @@
+"""The route controller: one pod-network route per node podCIDR on the cloud router, and the
+nodes' NetworkUnavailable condition."""

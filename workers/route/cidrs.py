@@ -1,0 +1,72 @@
+"""`--cluster-cidr`, and which cloud routes that flag makes ours.
+
+Upstream parses the flag when the route controller starts and kills the whole manager on an
+empty or bad value. Here the parse raises `ConfigError` with one line naming the flag, so the
+caller can refuse to start the route worker alone. The ownership rule is upstream's
+`isResponsibleForRoute`: a route is ours when the first or the last address of its CIDR lies
+inside a cluster CIDR, so routes of other clusters on a shared router are never touched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from provider.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+FLAG = "--cluster-cidr"
+
+
+def parse_cluster_cidrs(value: str) -> tuple[Network, ...]:
+    """One CIDR, or two of different families (dual stack); ConfigError otherwise."""
+    if not value.strip():
+        raise ConfigError(f"{FLAG} is empty: the route controller needs the pod CIDR(s)")
+    items = [item.strip() for item in value.split(",")]
+    if len(items) > 2:
+        raise ConfigError(
+            f"{FLAG} {value!r}: at most two CIDRs (one IPv4, one IPv6), got {len(items)}"
+        )
+    networks = tuple(_parse_one(item, value=value) for item in items)
+    if len(networks) == 2 and networks[0].version == networks[1].version:
+        raise ConfigError(
+            f"{FLAG} {value!r}: two CIDRs must be one IPv4 and one IPv6,"
+            f" got two IPv{networks[0].version}"
+        )
+    return networks
+
+
+def _parse_one(item: str, *, value: str) -> Network:
+    # A bare address is a /32 to Python but not a CIDR to upstream (Go's ParseCIDR).
+    if "/" not in item:
+        raise ConfigError(f"{FLAG} {value!r}: {item!r} is not a CIDR (e.g. 10.244.0.0/16)")
+    try:
+        # Host bits may be set, as Go's ParseCIDR allows ("10.244.1.0/16" is 10.244.0.0/16).
+        return ipaddress.ip_network(item, strict=False)
+    except ValueError:
+        raise ConfigError(
+            f"{FLAG} {value!r}: {item!r} is not a CIDR (e.g. 10.244.0.0/16)"
+        ) from None
+
+
+def canonical(cidr: str) -> str:
+    """The CIDR in Python's canonical spelling, so `fd00:0::/64` matches `fd00::/64`; an
+    unparsable value is returned as it is (it then only matches itself)."""
+    try:
+        return str(ipaddress.ip_network(cidr.strip(), strict=False))
+    except ValueError:
+        return cidr
+
+
+def owned(cidr: str, *, cluster_cidrs: tuple[Network, ...], route_name: str) -> bool:
+    """Whether a route to `cidr` belongs to this cluster (upstream isResponsibleForRoute)."""
+    try:
+        network = ipaddress.ip_network(cidr.strip(), strict=False)
+    except ValueError:
+        log.error("ignoring route %s: unparsable CIDR %r", route_name, cidr)
+        return False
+    ends = (network.network_address, network.broadcast_address)
+    # `in` across families is False, never an error: an IPv6 route is not in an IPv4 CIDR.
+    return any(end in cluster for cluster in cluster_cidrs for end in ends)
