@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol.durations import parse_duration
 from provider.errors import ConfigError
 
 # Keys whose values are credentials: never echoed in an error message.
@@ -35,17 +36,6 @@ _KEY = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)\s*(=)?")
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "b": "\b"}
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
 
 
 @dataclass(frozen=True)
@@ -144,19 +134,6 @@ def parse_ini(text: str, *, path: Path) -> IniDocument:
             value, index = value + more, index + 1
         current.setdefault(key, []).append(RawValue(text=value, line=number))
     return document
-
-
-def parse_duration(text: str) -> float:
-    """Go's `time.ParseDuration`, in seconds. Raises ValueError."""
-    body = text.strip()
-    sign = -1.0 if body.startswith("-") else 1.0
-    body = body.lstrip("+-")
-    if body == "0":
-        return 0.0
-    if not body or _DURATION_PART.sub("", body) != "":
-        raise ValueError(f"invalid duration {text!r} (a number with a unit: 5s, 1m30s, 500ms)")
-    parts = _DURATION_PART.findall(body)
-    return sign * sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
 
 
 class Section:

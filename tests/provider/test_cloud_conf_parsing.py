@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from protocol.durations import parse_duration
 from provider.openstack.config import load_settings
-from provider.openstack.gcfg import parse_duration
 
 MINIMAL = """\
 [Global]

@@ -1,0 +1,322 @@
+"""service sync decisions against the fake cloud (upstream §1.3, and where pyccm differs)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from protocol.messages import FailureKind, PatchServiceAnnotations, PatchServiceStatus, Topic
+from protocol.views import Taint
+from provider.errors import CloudError, ImplementedElsewhere, RetryAfter
+from provider.fake import ANNOTATION_LB_ID
+from tests.service_controller.conftest import Harness, harness, make_node, make_service
+from workers.runtime.controller import SyncFailed
+from workers.service.controller import ServiceSettings
+from workers.service.policy import FINALIZER, Shard
+
+KEY = "default/web"
+
+
+def ensured(h: Harness) -> None:
+    h.put(make_service())
+    h.controller.sync(KEY)
+    h.commits.clear()
+    h.cloud.calls.clear()
+
+
+def test_the_finalizer_is_committed_before_any_cloud_call(h: Harness) -> None:
+    h.put(make_service())
+    h.controller.sync(KEY)
+    first = h.commits[0]
+    assert first.cloud_calls_before == 0
+    patch = next(a for a in first.actions if isinstance(a, PatchServiceStatus))
+    assert patch.add_finalizers == (FINALIZER,)
+    assert h.events()[0] == "EnsuringLoadBalancer"
+
+
+def test_a_new_service_gets_a_load_balancer_its_ingress_and_annotations(h: Harness) -> None:
+    h.put(make_service())
+    h.controller.sync(KEY)
+    lb = h.cloud.load_balancer(KEY)
+    assert lb is not None
+    assert lb.members == ("n1", "n2")
+    service = h.replica.service(KEY)
+    assert service is not None
+    assert service.status.load_balancer.ingress[0].ip == lb.address
+    assert service.metadata.annotations[ANNOTATION_LB_ID] == lb.lb_id
+    assert h.events() == ["EnsuringLoadBalancer", "EnsuredLoadBalancer"]
+
+
+def test_the_echo_of_our_own_writes_costs_no_cloud_call(h: Harness) -> None:
+    ensured(h)
+    assert h.controller.keys_for(Topic.SERVICE, KEY, None, h.replica.service(KEY)) == (KEY,)
+    h.controller.sync(KEY)
+    assert h.cloud.calls == []
+    assert h.commits == []
+
+
+def test_a_port_change_runs_ensure_again(h: Harness) -> None:
+    ensured(h)
+    service = h.replica.service(KEY)
+    assert service is not None
+    spec = msgspec.structs.replace(
+        service.spec, ports=(*service.spec.ports, *make_service(ports=(443,)).spec.ports)
+    )
+    h.put(msgspec.structs.replace(service, spec=spec))
+    h.controller.sync(KEY)
+    lb = h.cloud.load_balancer(KEY)
+    assert lb is not None
+    assert lb.ports == (80, 443)
+    assert h.cloud_calls() == ["lb_ensure"]
+
+
+def test_a_new_node_updates_the_members_only(h: Harness) -> None:
+    ensured(h)
+    node = make_node("n3")
+    h.put(node)
+    assert h.controller.keys_for(Topic.NODE, "n3", None, node) == [KEY]
+    h.controller.sync(KEY)
+    lb = h.cloud.load_balancer(KEY)
+    assert lb is not None
+    assert lb.members == ("n1", "n2", "n3")
+    assert h.cloud_calls() == ["lb_update"]
+    assert h.events() == ["UpdatedLoadBalancer"]
+
+
+def test_a_node_heartbeat_or_readiness_change_enqueues_nothing(h: Harness) -> None:
+    ensured(h)
+    old, new = make_node("n1"), make_node("n1", version="2")
+    assert h.controller.keys_for(Topic.NODE, "n1", old, new) == ()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}},
+        {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": ""}},
+        {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "maybe"}},
+        {"taints": (Taint(key="ToBeDeletedByClusterAutoscaler", effect="NoSchedule"),)},
+        {"deleting": True},
+    ],
+)
+def test_excluded_autoscaled_away_and_deleting_nodes_leave_the_backends(
+    h: Harness, change: dict[str, object]
+) -> None:
+    ensured(h)
+    new = make_node("n2", version="2", **change)  # type: ignore[arg-type]
+    h.put(new)
+    assert h.controller.keys_for(Topic.NODE, "n2", make_node("n2"), new) == [KEY]
+    h.controller.sync(KEY)
+    lb = h.cloud.load_balancer(KEY)
+    assert lb is not None
+    assert lb.members == ("n1",)
+
+
+def test_an_exclusion_label_of_false_keeps_the_node(h: Harness) -> None:
+    ensured(h)
+    label = {"node.kubernetes.io/exclude-from-external-load-balancers": "false"}
+    new = make_node("n2", version="2", labels=label)
+    assert h.controller.keys_for(Topic.NODE, "n2", make_node("n2"), new) == ()
+
+
+def test_a_provisioning_load_balancer_is_retried_after_a_delay_not_waited_for(h: Harness) -> None:
+    h.cloud.set_lb_provisioning(syncs=2, retry_delay=1.5)
+    h.put(make_service())
+    for _ in range(2):
+        with pytest.raises(RetryAfter) as retry:
+            h.controller.sync(KEY)
+        assert retry.value.delay == 1.5
+    h.controller.sync(KEY)
+    service = h.replica.service(KEY)
+    assert service is not None
+    assert service.status.load_balancer.ingress
+    # One finalizer write: the retries saw it in the replica.
+    assert len(h.actions(PatchServiceStatus)) == 2
+
+
+def test_a_deleted_service_loses_its_load_balancer_then_its_finalizer(h: Harness) -> None:
+    ensured(h)
+    service = h.replica.service(KEY)
+    assert service is not None
+    meta = msgspec.structs.replace(service.metadata, deletion_timestamp="2026-11-21T00:00:00Z")
+    h.put(msgspec.structs.replace(service, metadata=meta))
+    h.controller.sync(KEY)
+    assert h.cloud.load_balancer(KEY) is None
+    assert h.cloud_calls() == ["lb_get", "lb_ensure_deleted"]
+    assert h.events() == ["DeletingLoadBalancer", "DeletedLoadBalancer"]
+    (patch,) = h.actions(PatchServiceStatus)
+    assert isinstance(patch, PatchServiceStatus)
+    assert patch.remove_finalizers == (FINALIZER,)
+    assert h.replica.service(KEY) is None
+
+
+def test_a_switch_to_cluster_ip_deletes_the_load_balancer_and_clears_the_status(h: Harness) -> None:
+    ensured(h)
+    old = h.replica.service(KEY)
+    assert old is not None
+    new = msgspec.structs.replace(old, spec=msgspec.structs.replace(old.spec, type="ClusterIP"))
+    h.put(new)
+    assert h.controller.keys_for(Topic.SERVICE, KEY, old, new) == (KEY,)
+    h.controller.sync(KEY)
+    assert h.cloud.load_balancer(KEY) is None
+    after = h.replica.service(KEY)
+    assert after is not None
+    assert after.status.load_balancer.ingress == ()
+    assert FINALIZER not in after.metadata.finalizers
+    # The finalizer removal's echo is a ClusterIP Service like any other: not enqueued.
+    assert h.controller.keys_for(Topic.SERVICE, KEY, new, after) == ()
+
+
+def test_a_service_deleted_without_the_finalizer_still_loses_its_load_balancer(h: Harness) -> None:
+    ensured(h)
+    old = h.replica.service(KEY)
+    h.replica.apply(Topic.SERVICE, KEY, None)
+    assert h.controller.keys_for(Topic.SERVICE, KEY, old, None) == (KEY,)
+    h.controller.sync(KEY)
+    assert h.cloud.load_balancer(KEY) is None
+    assert "DeletedLoadBalancer" in h.events()
+
+
+def test_a_service_recreated_with_a_new_uid_gets_a_fresh_load_balancer(h: Harness) -> None:
+    ensured(h)
+    first = h.cloud.load_balancer(KEY)
+    h.put(make_service(uid="uid-second"))
+    h.controller.sync(KEY)
+    assert h.cloud_calls() == ["lb_get", "lb_ensure_deleted", "lb_ensure"]
+    second = h.cloud.load_balancer(KEY)
+    assert first is not None
+    assert second is not None
+    assert second.address != first.address
+
+
+def test_a_load_balancer_class_is_someone_elses(h: Harness) -> None:
+    service = make_service(lb_class="example.com/other")
+    h.put(service)
+    assert h.controller.keys_for(Topic.SERVICE, KEY, None, service) == ()
+    h.controller.sync(KEY)
+    assert h.cloud.calls == []
+
+
+def test_a_cloud_error_is_a_warning_and_the_next_sync_ensures_again(h: Harness) -> None:
+    h.cloud.fail_next("lb_ensure", CloudError("octavia is down (HTTP 503)", status=503))
+    h.put(make_service())
+    with pytest.raises(SyncFailed) as failed:
+        h.controller.sync(KEY)
+    (event,) = [
+        a for a in failed.value.actions if getattr(a, "reason", "") == "SyncLoadBalancerFailed"
+    ]
+    assert "octavia is down" in getattr(event, "message", "")
+    h.controller.sync(KEY)
+    assert h.cloud.load_balancer(KEY) is not None
+
+
+def test_a_failed_member_update_warns_and_falls_back_to_a_full_ensure(h: Harness) -> None:
+    ensured(h)
+    h.cloud.fail_next("lb_update", CloudError("conflict", status=409))
+    h.put(make_node("n3"))
+    with pytest.raises(SyncFailed) as failed:
+        h.controller.sync(KEY)
+    assert [getattr(a, "reason", "") for a in failed.value.actions] == ["UpdateLoadBalancerFailed"]
+    h.controller.sync(KEY)
+    assert h.cloud_calls() == ["lb_update", "lb_get", "lb_ensure"]
+    lb = h.cloud.load_balancer(KEY)
+    assert lb is not None
+    assert lb.members == ("n1", "n2", "n3")
+
+
+def test_no_backend_nodes_is_a_warning_but_the_cloud_is_still_called() -> None:
+    h = harness(nodes=0)
+    h.put(make_service())
+    h.controller.sync(KEY)
+    assert "UnAvailableLoadBalancer" in h.events()
+    assert h.cloud.load_balancer(KEY) is not None
+
+
+def test_implemented_elsewhere_keeps_the_finalizer_and_writes_no_status(h: Harness) -> None:
+    h.cloud.fail_next("lb_ensure", ImplementedElsewhere("another controller"))
+    h.put(make_service())
+    h.controller.sync(KEY)
+    service = h.replica.service(KEY)
+    assert service is not None
+    assert FINALIZER in service.metadata.finalizers
+    assert not service.status.load_balancer.ingress
+    assert h.events() == ["EnsuringLoadBalancer"]
+
+
+def test_a_drift_resync_re_ensures_quietly(h: Harness) -> None:
+    ensured(h)
+    queued: list[str] = []
+    (resync,) = h.controller.periodics(queued.append)
+    resync.run()
+    assert queued == [KEY]
+    h.controller.sync(KEY)
+    assert h.cloud_calls() == ["lb_ensure"]
+    assert h.commits == []
+    # Done for this period: the next sync is free again.
+    h.controller.sync(KEY)
+    assert h.cloud_calls() == ["lb_ensure"]
+
+
+def test_a_write_the_manager_could_not_apply_is_retried_not_forgotten(h: Harness) -> None:
+    h.put(make_service())
+    h.controller.sync(KEY)  # finalizer lands
+    h.commits.clear()
+    service = h.replica.service(KEY)
+    assert service is not None
+    unchanged = msgspec.structs.replace(service, status=make_service().status)
+    h.put(unchanged)
+    h.cloud.calls.clear()
+    # Simulate the status write of a fresh ensure failing on a conflict.
+    h.put(make_service(ports=(80, 81)))
+    h.fail_next.extend([FailureKind.CONFLICT, FailureKind.CONFLICT])
+    with pytest.raises(SyncFailed):
+        h.controller.sync(KEY)
+    with pytest.raises(SyncFailed):
+        h.controller.sync(KEY)
+    h.controller.sync(KEY)
+    final = h.replica.service(KEY)
+    assert final is not None
+    assert final.status.load_balancer.ingress
+
+
+def test_each_service_key_belongs_to_exactly_one_shard() -> None:
+    shards = [Shard.parse(f"{i}/3") for i in range(3)]
+    keys = [f"ns{n}/svc{n}" for n in range(300)]
+    owners = [sum(s.owns(k) for s in shards) for k in keys]
+    assert owners == [1] * 300
+    assert all(sum(s.owns(k) for k in keys) > 50 for s in shards)
+
+
+@pytest.mark.parametrize("value", ["", "1", "2/2", "a/b", "-1/2", "0/0"])
+def test_a_bad_shard_flag_says_why(value: str) -> None:
+    with pytest.raises(ValueError, match="--shard"):
+        Shard.parse(value)
+
+
+def test_a_shard_ignores_services_it_does_not_own() -> None:
+    h = harness(ServiceSettings(shard=Shard(0, 2)))
+    owned = [k for k in (f"default/s{i}" for i in range(20)) if Shard(0, 2).owns(k)]
+    other = next(k for k in (f"default/s{i}" for i in range(20)) if k not in owned)
+    service = make_service(other.split("/")[1])
+    assert h.controller.keys_for(Topic.SERVICE, other, None, service) == ()
+    assert h.controller.name == "service-0"
+
+
+def test_update_events_list_at_most_twenty_node_names() -> None:
+    h = harness(nodes=25)
+    h.put(make_service())
+    h.controller.sync(KEY)
+    h.cloud.fail_next("lb_update", CloudError("boom", status=500))
+    h.put(
+        make_node(
+            "n9",
+            labels={"node.kubernetes.io/exclude-from-external-load-balancers": "true"},
+            version="2",
+        )
+    )
+    with pytest.raises(SyncFailed) as failed:
+        h.controller.sync(KEY)
+    message = getattr(failed.value.actions[0], "message", "")
+    assert "<4 more>" in message
+    assert "(total 24)" in message
+    assert isinstance(h.actions(PatchServiceAnnotations)[0], PatchServiceAnnotations)

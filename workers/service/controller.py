@@ -1,0 +1,508 @@
+"""service: upstream §1.3, with every cloud operation on a Service serialized on its key.
+
+Upstream runs Service syncs on one queue and node-driven backend updates on another, so
+an `UpdateLoadBalancer` can race an `EnsureLoadBalancer` or a delete of the same Service.
+Here there is one queue of Service keys. A node change that alters the backend set
+enqueues the Services this controller has synced, and `sync(key)` decides, level-
+triggered, what that one Service needs now:
+
+* gone, switched away from LoadBalancer, or being deleted → delete the LB, drop the
+  finalizer (the delete branch);
+* its `needsUpdate` fields changed since the last successful ensure, or a drift resync
+  is due, or it was never ensured by this process → EnsureLoadBalancer (finalizer first);
+* only the backend set changed → UpdateLoadBalancer (members only);
+* nothing → nothing, with no cloud call.
+
+The queue guarantees one sync per key at a time, so the three never overlap. A load
+balancer still provisioning makes the provider raise `RetryAfter`; the key comes back
+after that delay and no thread waits for Octavia.
+
+Writes go through the manager: the finalizer is committed (and acked) before the first
+cloud call, and the status, annotations and events of a finished sync are committed
+before the sync records what it has done, so a failed write is retried, never forgotten.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import msgspec
+from prometheus_client import Counter, Histogram
+
+from protocol.messages import (
+    Ack,
+    Action,
+    FailureKind,
+    PatchServiceAnnotations,
+    PatchServiceStatus,
+    RecordEvent,
+    Topic,
+)
+from protocol.views import Node, Service
+from provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
+from provider.interface import LoadBalancers, ProviderEvent
+from workers.runtime.commit import needs_retry
+from workers.runtime.controller import Obj, Periodic, SyncFailed, service_ref
+from workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
+from workers.runtime.replica import Replica
+from workers.service.policy import (
+    FINALIZER,
+    BackendId,
+    Shard,
+    backend_id,
+    is_backend,
+    needs_cleanup,
+    spec_print,
+    wants_load_balancer,
+)
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "service-controller"
+# Upstream lists at most this many node names in an event.
+EVENT_NODE_NAMES = 20
+
+_LATENCY_BUCKETS = tuple(2.0**i for i in range(15))  # 1 s ... 16384 s, as upstream
+LB_SYNCS = Counter(
+    "service_controller_loadbalancer_sync_total", "UpdateLoadBalancer calls (node-driven)."
+)
+NODESYNC_ERRORS = Counter(
+    "service_controller_nodesync_error_total", "Node-driven backend updates that failed."
+)
+HOST_LATENCY = Histogram(
+    "service_controller_update_loadbalancer_host_latency_seconds",
+    "Time of one node-driven UpdateLoadBalancer.",
+    buckets=_LATENCY_BUCKETS,
+)
+RESYNCS = Counter(
+    "pyccm_service_lb_resyncs_total",
+    "Periodic re-ensures of unchanged Services (--lb-resync-period): reads unless drifted.",
+)
+
+Commit = Callable[[str, tuple[Action, ...]], Ack | None]
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    # --concurrent-service-syncs: upstream defaults to 1; Octavia calls are slow I/O.
+    workers: int = 10
+    # --lb-resync-period: every LB Service is re-ensured this often (reads unless drifted).
+    resync_period: float = 600.0
+    shard: Shard = field(default_factory=Shard)
+
+
+@dataclass(frozen=True)
+class Synced:
+    """What this process last did for a Service: the copy it acted on (to delete its load
+    balancer if the Service vanishes without a finalizer or comes back with a new UID),
+    the `needsUpdate` print of its last successful ensure (None: ensure again) and the
+    backend set the load balancer was last given."""
+
+    service: Service
+    spec: tuple[object, ...] | None
+    backends: frozenset[BackendId]
+
+
+@dataclass(frozen=True)
+class Backends:
+    nodes: tuple[Node, ...]
+    ids: frozenset[BackendId]
+
+
+class ServiceController:
+    queue_name = "service"
+    topics: tuple[Topic, ...] = (Topic.NODE, Topic.SERVICE)
+    component = COMPONENT
+
+    def __init__(
+        self,
+        *,
+        replica: Replica,
+        load_balancers: LoadBalancers,
+        commit: Commit,
+        settings: ServiceSettings,
+    ) -> None:
+        self.name = "service" + settings.shard.suffix
+        self._replica = replica
+        self._lbs = load_balancers
+        self._commit = commit
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._synced: dict[str, Synced] = {}
+        self._resync_due: set[str] = set()
+        # The backend node set, recomputed only after a node change that can alter it.
+        self._backends_version = 0
+        self._backends: tuple[int, Backends] | None = None
+
+    def rate_limiter(self) -> RateLimiter[Hashable]:
+        return service_controller_rate_limiter()
+
+    # --- what enqueues a Service ------------------------------------------------------
+
+    def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
+        if topic is Topic.NODE:
+            return self._keys_for_node(old, new)
+        if not self._settings.shard.owns(key):
+            return ()
+        if new is None:
+            # Deleted: only a Service this process gave a load balancer has work left
+            # (with our finalizer, the delete showed up earlier as a deletionTimestamp).
+            with self._lock:
+                return (key,) if key in self._synced else ()
+        # Level-triggered: sync compares the Service with what was last done, so an
+        # echo of our own status write or a label edit costs no cloud call.
+        assert isinstance(new, Service)
+        moved_away = isinstance(old, Service) and wants_load_balancer(old)
+        if wants_load_balancer(new) or needs_cleanup(new) or moved_away:
+            return (key,)
+        return ()
+
+    def _keys_for_node(self, old: Obj | None, new: Obj | None) -> Iterable[str]:
+        before = backend_id(old) if isinstance(old, Node) else None
+        after = backend_id(new) if isinstance(new, Node) else None
+        if before == after:
+            # Heartbeats, readiness, addresses: upstream ignores them for backends too.
+            return ()
+        with self._lock:
+            self._backends_version += 1
+        # Every owned LB Service, not only those synced so far: one whose first ensure is
+        # running now is re-run after it (the queue marks it dirty) with the new set.
+        return self._owned_load_balancers()
+
+    def _owned_load_balancers(self) -> list[str]:
+        owns = self._settings.shard.owns
+        return [s.key for s in self._replica.services() if wants_load_balancer(s) and owns(s.key)]
+
+    def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        def resync() -> None:
+            owned = self._owned_load_balancers()
+            with self._lock:
+                self._resync_due.update(owned)
+            for key in owned:
+                enqueue(key)
+
+        return [Periodic(name="lb-resync", period=self._settings.resync_period, run=resync)]
+
+    # --- sync -------------------------------------------------------------------------
+
+    def sync(self, key: str) -> tuple[Action, ...]:
+        service = self._replica.service(key)
+        with self._lock:
+            prior = self._synced.get(key)
+        if service is None:
+            # Deleted without our finalizer (a user removed it): delete what we made.
+            if prior is not None and wants_load_balancer(prior.service):
+                self._delete_orphan(key, prior.service)
+            self._forget(key)
+            return ()
+        if prior is not None and prior.service.metadata.uid != service.metadata.uid:
+            # Deleted and re-created under the same name: the old LB goes first.
+            if wants_load_balancer(prior.service):
+                self._delete_orphan(key, prior.service)
+            self._forget(key)
+            prior = None
+        if needs_cleanup(service) or (
+            not wants_load_balancer(service) and _may_have_ours(service, prior)
+        ):
+            self._cleanup(key, service)
+            return ()
+        if not wants_load_balancer(service):
+            return ()
+        self._ensure_or_update(key, service, prior)
+        return ()
+
+    # --- the delete branch --------------------------------------------------------------
+
+    def _cleanup(self, key: str, service: Service) -> None:
+        """Delete the load balancer, then clear the status and drop the finalizer."""
+        events = self._delete_load_balancer(service)
+        status = service.status.load_balancer.ingress
+        if FINALIZER in service.metadata.finalizers or status:
+            events.append(
+                PatchServiceStatus(
+                    namespace=service.namespace,
+                    name=service.name,
+                    uid=service.metadata.uid,
+                    ingress=() if status else None,
+                    remove_finalizers=(FINALIZER,),
+                )
+            )
+        events.append(_event(service, "DeletedLoadBalancer", "Deleted load balancer"))
+        self._write(key, tuple(events))
+        self._forget(key)
+
+    def _delete_orphan(self, key: str, service: Service) -> None:
+        """The path without a finalizer: the Service object is gone, its LB may not be."""
+        self._write(
+            key,
+            (
+                *self._delete_load_balancer(service),
+                _event(service, "DeletedLoadBalancer", "Deleted load balancer"),
+            ),
+        )
+
+    def _delete_load_balancer(self, service: Service) -> list[Action]:
+        try:
+            exists = self._lbs.get(service=service) is not None
+        except RetryAfter:
+            raise
+        except ProviderError as error:
+            raise self._failed(
+                service, f"failed to check if load balancer exists before cleanup: {error}"
+            ) from error
+        if not exists:
+            return []
+        actions: list[Action] = [_event(service, "DeletingLoadBalancer", "Deleting load balancer")]
+        try:
+            provider_events = self._lbs.ensure_deleted(service=service)
+        except ImplementedElsewhere:
+            provider_events = ()
+        except RetryAfter:
+            raise
+        except ProviderError as error:
+            failed = _event(
+                service,
+                "DeleteLoadBalancerFailed",
+                f"Error deleting load balancer: {error}",
+                warning=True,
+            )
+            raise SyncFailed(str(error), actions=(*actions, failed)) from error
+        return [*actions, *_provider_events(service, provider_events)]
+
+    # --- the ensure branch --------------------------------------------------------------
+
+    def _ensure_or_update(self, key: str, service: Service, prior: Synced | None) -> None:
+        spec = spec_print(service)
+        backends = self._backend_set()
+        with self._lock:
+            drift_check = key in self._resync_due
+        if prior is not None and prior.spec == spec and not drift_check:
+            if prior.backends != backends.ids:
+                self._update_backends(key, service, prior, backends)
+            return
+        self._ensure(key, service, spec, backends, announce=prior is None or prior.spec != spec)
+
+    def _ensure(
+        self,
+        key: str,
+        service: Service,
+        spec: tuple[object, ...],
+        backends: Backends,
+        *,
+        announce: bool,
+    ) -> None:
+        """EnsureLoadBalancer. A drift resync of an unchanged Service (`announce` false)
+        records no Ensuring/Ensured events: it only reads unless the cloud drifted."""
+        ensuring = (_event(service, "EnsuringLoadBalancer", "Ensuring load balancer"),)
+        leading: tuple[Action, ...] = ensuring if announce else ()
+        if FINALIZER not in service.metadata.finalizers:
+            # Upstream's order: the finalizer lands before any cloud call, so a Service
+            # deleted from here on cannot leak its load balancer.
+            finalizer = PatchServiceStatus(
+                namespace=service.namespace,
+                name=service.name,
+                uid=service.metadata.uid,
+                add_finalizers=(FINALIZER,),
+            )
+            if not self._write(key, (*leading, finalizer)):
+                return
+            leading = ()
+        actions: list[Action] = list(leading)
+        if not backends.nodes:
+            actions.append(_no_nodes(service))
+        try:
+            outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
+        except ImplementedElsewhere:
+            self._record(key, service, spec, backends.ids)
+            return
+        except RetryAfter:
+            raise
+        except ProviderError as error:
+            raise SyncFailed(
+                str(error),
+                actions=(
+                    *actions,
+                    _event(
+                        service,
+                        "SyncLoadBalancerFailed",
+                        f"Error syncing load balancer: {error}",
+                        warning=True,
+                    ),
+                ),
+            ) from error
+        actions.extend(_provider_events(service, outcome.events))
+        annotations = {
+            k: v
+            for k, v in outcome.annotations_to_set.items()
+            if service.metadata.annotations.get(k) != v
+        }
+        if annotations:
+            actions.append(
+                PatchServiceAnnotations(
+                    namespace=service.namespace,
+                    name=service.name,
+                    uid=service.metadata.uid,
+                    annotations=dict(annotations),
+                )
+            )
+        if outcome.ingress != service.status.load_balancer.ingress:
+            actions.append(
+                PatchServiceStatus(
+                    namespace=service.namespace,
+                    name=service.name,
+                    uid=service.metadata.uid,
+                    ingress=outcome.ingress,
+                )
+            )
+        if announce:
+            actions.append(_event(service, "EnsuredLoadBalancer", "Ensured load balancer"))
+        else:
+            RESYNCS.inc()
+        if not self._write(key, tuple(actions)):
+            return
+        # The annotations just written come back as a Service update; with them in the
+        # print, that echo needs no second ensure.
+        merged = msgspec.structs.replace(
+            service.metadata, annotations={**service.metadata.annotations, **annotations}
+        )
+        echo = msgspec.structs.replace(service, metadata=merged)
+        self._record(key, service, spec_print(echo), backends.ids)
+
+    def _update_backends(
+        self, key: str, service: Service, prior: Synced, backends: Backends
+    ) -> None:
+        """UpdateLoadBalancer: only the backend set changed since the last sync."""
+        LB_SYNCS.inc()
+        started = time.monotonic()
+        try:
+            provider_events = self._lbs.update(service=service, nodes=backends.nodes)
+        except ImplementedElsewhere:
+            provider_events = ()
+        except RetryAfter:
+            raise
+        except ProviderError as error:
+            if self._load_balancer_gone(service):
+                self._record(key, service, prior.spec, backends.ids)
+                return
+            NODESYNC_ERRORS.inc()
+            # Upstream retries a failed node sync with a full EnsureLoadBalancer.
+            with self._lock:
+                self._synced[key] = replace(prior, spec=None)
+            names = _node_names(backends.nodes)
+            failed = _event(
+                service,
+                "UpdateLoadBalancerFailed",
+                f"Error updating load balancer with new hosts {names}, error: {error}",
+                warning=True,
+            )
+            raise SyncFailed(str(error), actions=(failed,)) from error
+        finally:
+            HOST_LATENCY.observe(time.monotonic() - started)
+        done = (
+            _no_nodes(service)
+            if not backends.nodes
+            else _event(service, "UpdatedLoadBalancer", "Updated load balancer with new hosts")
+        )
+        if self._write(key, (*_provider_events(service, provider_events), done)):
+            self._record(key, service, prior.spec, backends.ids)
+
+    def _load_balancer_gone(self, service: Service) -> bool:
+        try:
+            return self._lbs.get(service=service) is None
+        except ProviderError:
+            return False
+
+    # --- bookkeeping ------------------------------------------------------------------
+
+    def _backend_set(self) -> Backends:
+        with self._lock:
+            version = self._backends_version
+            cached = self._backends
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        nodes = tuple(sorted((n for n in self._replica.nodes() if is_backend(n)), key=_name))
+        backends = Backends(nodes=nodes, ids=frozenset((n.name, n.spec.provider_id) for n in nodes))
+        with self._lock:
+            self._backends = (version, backends)
+        return backends
+
+    def _record(
+        self,
+        key: str,
+        service: Service,
+        spec: tuple[object, ...] | None,
+        backends: frozenset[BackendId],
+    ) -> None:
+        with self._lock:
+            self._synced[key] = Synced(service=service, spec=spec, backends=backends)
+            self._resync_due.discard(key)
+
+    def _forget(self, key: str) -> None:
+        with self._lock:
+            self._synced.pop(key, None)
+            self._resync_due.discard(key)
+
+    def _write(self, key: str, actions: tuple[Action, ...]) -> bool:
+        """Commit and wait for the ack. False when the Service is gone or was re-created
+        (its watch event enqueues the key again); raises when a retry may help."""
+        if not actions:
+            return True
+        ack = self._commit(key, actions)
+        if needs_retry(ack):
+            raise SyncFailed("the manager did not apply the writes", actions=())
+        assert ack is not None
+        final = {FailureKind.NOT_FOUND, FailureKind.PRECONDITION}
+        return not any(f.kind in final for f in ack.failures)
+
+    def _failed(self, service: Service, message: str) -> SyncFailed:
+        reason = "SyncLoadBalancerFailed"
+        event = _event(service, reason, f"Error syncing load balancer: {message}", warning=True)
+        return SyncFailed(message, actions=(event,))
+
+
+def _may_have_ours(service: Service, prior: Synced | None) -> bool:
+    """Whether a Service that wants no load balancer (any more) may still have one of ours.
+    A Service with a `loadBalancerClass` never had one (the class is immutable) and its
+    status belongs to the other controller; otherwise what we synced or a status shows."""
+    if service.spec.load_balancer_class is not None:
+        return False
+    return prior is not None or bool(service.status.load_balancer.ingress)
+
+
+def _name(node: Node) -> str:
+    return node.name
+
+
+def _event(service: Service, reason: str, message: str, *, warning: bool = False) -> RecordEvent:
+    return RecordEvent(
+        regarding=service_ref(service),
+        reason=reason,
+        message=message,
+        type="Warning" if warning else "Normal",
+        component=COMPONENT,
+    )
+
+
+def _no_nodes(service: Service) -> RecordEvent:
+    return _event(
+        service,
+        "UnAvailableLoadBalancer",
+        "There are no available nodes for LoadBalancer",
+        warning=True,
+    )
+
+
+def _provider_events(service: Service, events: Sequence[ProviderEvent]) -> list[Action]:
+    return [_event(service, e.reason, e.message, warning=e.type == "Warning") for e in events]
+
+
+def _node_names(nodes: Sequence[Node]) -> str:
+    """Upstream's list: at most 20 names, then `<N more>`, then the total."""
+    names = [n.name for n in nodes[:EVENT_NODE_NAMES]]
+    if len(nodes) > EVENT_NODE_NAMES:
+        names.append(f"<{len(nodes) - EVENT_NODE_NAMES} more>")
+    return f"[{', '.join(names)}] (total {len(nodes)})"

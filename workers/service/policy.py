@@ -1,0 +1,108 @@
+"""Which Services want a load balancer, which nodes back it, and which shard owns a key.
+
+Pure functions of the lean views (upstream §1.3's predicates), kept apart from the sync so
+they can be read and tested on their own.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from protocol.views import Node, Service
+
+FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
+
+# The values Go's strconv.ParseBool reads as false: only these keep a labelled node in.
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def wants_load_balancer(service: Service) -> bool:
+    """Type LoadBalancer and no `loadBalancerClass` (a class means another controller)."""
+    return service.spec.type == "LoadBalancer" and service.spec.load_balancer_class is None
+
+
+def needs_cleanup(service: Service) -> bool:
+    """Our finalizer is on a Service that is going away or no longer a LoadBalancer."""
+    return FINALIZER in service.metadata.finalizers and (
+        service.metadata.deletion_timestamp is not None or service.spec.type != "LoadBalancer"
+    )
+
+
+def spec_print(service: Service) -> tuple[object, ...]:
+    """Everything upstream's `needsUpdate` compares: two Services with equal prints need
+    no new EnsureLoadBalancer. Not compared, as upstream: labels, selector, status,
+    `ipFamilyPolicy`, `allocateLoadBalancerNodePorts`, `internalTrafficPolicy`."""
+    spec = service.spec
+    wants = wants_load_balancer(service)
+    return (
+        wants,
+        spec.load_balancer_source_ranges if wants else (),
+        tuple(
+            (p.name, p.protocol, p.port, p.node_port, p.target_port, p.app_protocol)
+            for p in spec.ports
+        ),
+        spec.session_affinity,
+        spec.session_affinity_config,
+        spec.load_balancer_ip,
+        spec.external_ips,
+        tuple(sorted(service.metadata.annotations.items())),
+        service.metadata.uid,
+        spec.external_traffic_policy,
+        spec.health_check_node_port,
+        len(spec.ip_families),
+    )
+
+
+def is_backend(node: Node) -> bool:
+    """Upstream's stable node-set predicates: not being deleted, not excluded by label, not
+    marked for removal by the cluster autoscaler. Readiness, cordons and roles do not count."""
+    if node.metadata.deletion_timestamp is not None:
+        return False
+    if node.has_taint(AUTOSCALER_TAINT):
+        return False
+    # Absent or false includes; true excludes, and so does anything ParseBool rejects
+    # (the empty string included), as upstream.
+    value = node.metadata.labels.get(EXCLUDE_LABEL)
+    return value is None or value in _FALSE
+
+
+BackendId = tuple[str, str]
+
+
+def backend_id(node: Node | None) -> BackendId | None:
+    """What a load balancer's member set depends on: the name and the providerID of a
+    backend node; None when the node is not a backend."""
+    if node is None or not is_backend(node):
+        return None
+    return (node.name, node.spec.provider_id)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """`--shard i/n`: this process owns the Service keys whose stable hash is i mod n."""
+
+    index: int = 0
+    count: int = 1
+
+    @classmethod
+    def parse(cls, value: str) -> Shard:
+        """`i/n` with 0 <= i < n; ValueError with the reason otherwise."""
+        index, sep, count = value.partition("/")
+        if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+            raise ValueError(f"--shard {value!r}: expected i/n, e.g. 0/2")
+        shard = cls(int(index), int(count))
+        if shard.count < 1 or not 0 <= shard.index < shard.count:
+            raise ValueError(f"--shard {value!r}: need 0 <= i < n")
+        return shard
+
+    def owns(self, key: str) -> bool:
+        # crc32: stable across processes and Python versions (hash() is salted per process).
+        return self.count == 1 or zlib.crc32(key.encode()) % self.count == self.index
+
+    @property
+    def suffix(self) -> str:
+        """The worker's name suffix: empty for a single shard."""
+        return "" if self.count == 1 else f"-{self.index}"
