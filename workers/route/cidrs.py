@@ -9,6 +9,7 @@ inside a cluster CIDR, so routes of other clusters on a shared router are never 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 
@@ -51,20 +52,28 @@ def _parse_one(item: str, *, value: str) -> Network:
         ) from None
 
 
+# Every reconcile compares each node's CIDRs with the router's, and parsing is most of its
+# cost (5,000 nodes: 0.3 of 0.45 s); the same strings come back every time, so remember them.
+@functools.lru_cache(maxsize=65_536)
+def _parse(cidr: str) -> Network | None:
+    try:
+        return ipaddress.ip_network(cidr.strip(), strict=False)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=65_536)
 def canonical(cidr: str) -> str:
     """The CIDR in Python's canonical spelling, so `fd00:0::/64` matches `fd00::/64`; an
     unparsable value is returned as it is (it then only matches itself)."""
-    try:
-        return str(ipaddress.ip_network(cidr.strip(), strict=False))
-    except ValueError:
-        return cidr
+    network = _parse(cidr)
+    return cidr if network is None else network.compressed
 
 
 def owned(cidr: str, *, cluster_cidrs: tuple[Network, ...], route_name: str) -> bool:
     """Whether a route to `cidr` belongs to this cluster (upstream isResponsibleForRoute)."""
-    try:
-        network = ipaddress.ip_network(cidr.strip(), strict=False)
-    except ValueError:
+    network = _parse(cidr)
+    if network is None:
         log.error("ignoring route %s: unparsable CIDR %r", route_name, cidr)
         return False
     ends = (network.network_address, network.broadcast_address)
