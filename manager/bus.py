@@ -18,12 +18,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
 
 from manager import metrics
 from manager.store import Cache
+from protocol.addresses import ServerCurve, require_curve
 from protocol.drops import DropLog
 from protocol.mailbox import Mailbox
 from protocol.messages import (
@@ -66,6 +70,48 @@ class BusSettings:
     # PUB drops past this many queued frames per subscriber: a slow worker resnapshots
     # instead of growing the manager's memory without bound.
     send_hwm: int = 200_000
+    # CURVE keys (protocol/addresses.py): required for any address that is not ipc://, so a
+    # tcp port is never open to whoever can reach it; optional on ipc://.
+    curve: ServerCurve | None = None
+
+    def __post_init__(self) -> None:
+        require_curve((self.pub_address, self.router_address), self.curve)
+
+
+class AuthorizedKeys:
+    """The worker public keys the manager accepts: `*.key` files in one directory.
+
+    Asked once per CURVE handshake (ZAP), and re-read when the files change, so adding or
+    revoking a worker needs no manager restart (a restart would hand leadership away).
+    Revoking a key refuses new handshakes; a connection already made stays up until it drops.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._stamp: tuple[tuple[str, int], ...] | None = None
+        self._keys: set[bytes] = set()
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        self._refresh()
+        return key in self._keys
+
+    def count(self) -> int:
+        self._refresh()
+        return len(self._keys)
+
+    def _refresh(self) -> None:
+        try:
+            stamp = tuple(
+                sorted((p.name, p.stat().st_mtime_ns) for p in self._directory.glob("*.key"))
+            )
+            if stamp == self._stamp:
+                return
+            keys = set(zmq.auth.load_certificates(self._directory))
+        except (OSError, ValueError) as error:
+            # Keep the last good set: a half-written file must not lock every worker out.
+            log.warning("bus: cannot read worker keys in %s: %s", self._directory, error)
+            return
+        self._stamp, self._keys = stamp, keys
 
 
 @dataclass
@@ -92,7 +138,10 @@ class BusServer:
         self._session = session
         self._cache = cache
         self._on_result = on_result
-        self._context = context or zmq.Context.instance()
+        # The ZAP authenticator binds a fixed inproc address, one per context: a CURVE
+        # server gets a context of its own so two of them in one process do not clash.
+        self._own_context = context is None and settings.curve is not None
+        self._context = context or (zmq.Context() if self._own_context else zmq.Context.instance())
         # Frames for the bus thread to send; a delta carries its (topic, seq) so the
         # heartbeat can announce only what was really published: announcing the cache's
         # sequence would race deltas still in this mailbox and fake a gap.
@@ -156,10 +205,15 @@ class BusServer:
     # --- the bus thread --------------------------------------------------------------
 
     def run(self) -> None:
+        # The authenticator must answer before the first bind: a CURVE server with no ZAP
+        # handler accepts any client key.
+        auth = self._authenticator()
         pub = self._context.socket(zmq.PUB)
         pub.setsockopt(zmq.SNDHWM, self._settings.send_hwm)
+        self._secure(pub)
         pub.bind(self._settings.pub_address)
         router = self._context.socket(zmq.ROUTER)
+        self._secure(router)
         router.bind(self._settings.router_address)
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
@@ -181,6 +235,35 @@ class BusServer:
             pub.close(linger=0)
             router.close(linger=0)
             self._outbox.close()
+            if auth is not None:
+                auth.stop()
+            if self._own_context:
+                self._context.term()
+
+    def _authenticator(self) -> ThreadAuthenticator | None:
+        curve = self._settings.curve
+        if curve is None:
+            return None
+        auth = ThreadAuthenticator(self._context)
+        auth.start()
+        keys = AuthorizedKeys(curve.authorized)
+        # Every ZAP domain ("*"): the bus has one set of workers.
+        auth.configure_curve_callback(domain="*", credentials_provider=keys)
+        log.info(
+            "bus: CURVE on, server key %s, %d authorized worker key(s) in %s",
+            curve.public_key.decode(),
+            keys.count(),
+            curve.authorized,
+        )
+        return auth
+
+    def _secure(self, sock: zmq.Socket[bytes]) -> None:
+        curve = self._settings.curve
+        if curve is None:
+            return
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
 
     def _forward(self, pub: zmq.Socket[bytes], router: zmq.Socket[bytes]) -> None:
         for (kind, address, payload), topic, seq in self._outbox.drain():

@@ -1,11 +1,79 @@
-"""Where the bus lives: the default ipc:// addresses, and the flags both ends share."""
+"""Where the bus lives and who may use it: the addresses and CURVE keys both ends share.
+
+By default the bus is two ipc:// sockets under a 0700 runtime directory: one pod, one
+supervisord, and the file mode is the access control. A worker in another pod needs
+tcp://, and a tcp port is open to anyone who can reach it, so (DESIGN §2) any address that
+is not ipc:// or inproc:// requires CURVE: the manager's sockets are CURVE servers that
+accept only the worker public keys it was given, and workers connect as CURVE clients.
+A tcp:// address without keys is a one-line configuration error (exit 2) on both sides,
+never a silently open port; ipc:// takes keys too but does not need them.
+
+The key directory (`--bus-curve-dir`) holds zmq.auth certificate files (manager/BUS.md):
+
+    server.key          the manager's public key (workers read it)
+    server.key_secret   the manager's key pair (the manager reads it)
+    client.key_secret   this worker's key pair (workers read it)
+    authorized/*.key    public keys of the workers the manager accepts (the manager)
+
+Secret keys live in `repr=False` fields and only file paths ever appear in messages.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
 
 DEFAULT_RUNTIME_DIR = os.environ.get("PYCCM_RUNTIME_DIR", "/run/pyccm")
+
+# Transports that never leave the host and are guarded by the file system (ipc) or the
+# process (inproc); everything else (tcp, ws, pgm, ...) needs CURVE.
+LOCAL_SCHEMES = ("ipc://", "inproc://")
+
+SERVER_PUBLIC = "server.key"
+SERVER_SECRET = "server.key_secret"
+CLIENT_SECRET = "client.key_secret"
+AUTHORIZED_DIR = "authorized"
+KEY_LENGTH = 40
+
+
+@dataclass(frozen=True)
+class ServerCurve:
+    """The manager's CURVE identity and the directory of worker keys it accepts."""
+
+    public_key: bytes
+    secret_key: bytes = field(repr=False)
+    authorized: Path
+
+
+@dataclass(frozen=True)
+class ClientCurve:
+    """A worker's CURVE identity and the manager public key it trusts."""
+
+    public_key: bytes
+    secret_key: bytes = field(repr=False)
+    server_key: bytes
+
+
+class CurveKeyError(ValueError):
+    """A key file is missing or is not a zmq.auth certificate (the message names the path)."""
+
+
+def needs_curve(address: str) -> bool:
+    return not address.startswith(LOCAL_SCHEMES)
+
+
+def require_curve(addresses: tuple[str, ...], curve: object | None) -> None:
+    """ValueError when an address leaves the host and there are no keys to guard it."""
+    exposed = [address for address in addresses if needs_curve(address)]
+    if exposed and curve is None:
+        raise ValueError(
+            f"{exposed[0]} is not ipc://, so it needs CURVE keys (--bus-curve-dir); "
+            "see manager/BUS.md"
+        )
 
 
 def bus_addresses(runtime_dir: str) -> tuple[str, str]:
@@ -23,11 +91,92 @@ def add_bus_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bus-router", default="", help="ROUTER address (default: under --runtime-dir)"
     )
+    parser.add_argument(
+        "--bus-curve-dir",
+        default=os.environ.get("PYCCM_BUS_CURVE_DIR", ""),
+        metavar="DIR",
+        help="zmq.auth CURVE certificates; required for tcp:// (layout: manager/BUS.md)",
+    )
+    # Config errors name the command they belong to ("pyccm manager: ...").
+    parser.set_defaults(bus_prog=parser.prog)
 
 
 def resolve(args: argparse.Namespace) -> tuple[str, str]:
-    """The addresses the flags ask for; creates the runtime dir (0700) for ipc."""
+    """The (PUB, ROUTER) addresses the flags ask for; creates the runtime dir (0700) for ipc.
+
+    A non-local address without --bus-curve-dir ends the process: one line, exit 2.
+    """
     pub, router = bus_addresses(args.runtime_dir)
+    addresses = (args.bus_pub or pub, args.bus_router or router)
+    try:
+        require_curve(addresses, args.bus_curve_dir or None)
+    except ValueError as error:
+        _config_error(args, str(error))
     if not (args.bus_pub and args.bus_router):
         os.makedirs(args.runtime_dir, mode=0o700, exist_ok=True)
-    return args.bus_pub or pub, args.bus_router or router
+    return addresses
+
+
+def server_curve(args: argparse.Namespace) -> ServerCurve | None:
+    """The manager's keys from --bus-curve-dir (None without it); a bad dir exits 2."""
+    if not args.bus_curve_dir:
+        return None
+    try:
+        return load_server_curve(Path(args.bus_curve_dir))
+    except CurveKeyError as error:
+        _config_error(args, str(error))
+
+
+def client_curve(args: argparse.Namespace) -> ClientCurve | None:
+    """A worker's keys from --bus-curve-dir (None without it); a bad dir exits 2."""
+    if not args.bus_curve_dir:
+        return None
+    try:
+        return load_client_curve(Path(args.bus_curve_dir))
+    except CurveKeyError as error:
+        _config_error(args, str(error))
+
+
+def load_server_curve(directory: Path) -> ServerCurve:
+    public, secret = _key_pair(directory / SERVER_SECRET)
+    authorized = directory / AUTHORIZED_DIR
+    if not authorized.is_dir():
+        raise CurveKeyError(f"{authorized} is not a directory of worker public keys (*.key)")
+    return ServerCurve(public_key=public, secret_key=secret, authorized=authorized)
+
+
+def load_client_curve(directory: Path) -> ClientCurve:
+    public, secret = _key_pair(directory / CLIENT_SECRET)
+    server, _ = _certificate(directory / SERVER_PUBLIC)
+    return ClientCurve(public_key=public, secret_key=secret, server_key=server)
+
+
+def _key_pair(path: Path) -> tuple[bytes, bytes]:
+    public, secret = _certificate(path)
+    if secret is None:
+        raise CurveKeyError(f"{path} has no secret key")
+    return public, secret
+
+
+def _certificate(path: Path) -> tuple[bytes, bytes | None]:
+    # zmq is imported here, not at the top: the CLI modules import this one and
+    # `pyccm --help` must not pay for libzmq.
+    import zmq.auth
+
+    if not path.is_file():
+        raise CurveKeyError(f"CURVE certificate {path} does not exist")
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except OSError as error:
+        raise CurveKeyError(f"cannot read CURVE certificate {path}: {error.strerror}") from None
+    except ValueError:
+        raise CurveKeyError(f"{path} is not a zmq.auth certificate (no public key)") from None
+    # Never echo a key: the file holds a secret. Z85 keys are 40 characters.
+    if len(public) != KEY_LENGTH or (secret is not None and len(secret) != KEY_LENGTH):
+        raise CurveKeyError(f"{path} holds a key that is not {KEY_LENGTH} Z85 characters")
+    return public, secret
+
+
+def _config_error(args: argparse.Namespace, message: str) -> NoReturn:
+    print(f"{getattr(args, 'bus_prog', 'pyccm')}: {message}", file=sys.stderr)
+    raise SystemExit(2)

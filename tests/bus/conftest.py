@@ -1,7 +1,9 @@
-"""A manager-side bus server and a worker-side client wired over ipc in a temp dir."""
+"""A manager-side bus server and worker-side clients wired over ipc (or tcp) in a temp dir."""
 
 from __future__ import annotations
 
+import shutil
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -9,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import zmq.auth
 
 from manager.bus import BusServer, BusSettings, WorkerIdentity
 from manager.store import Cache
+from protocol.addresses import ClientCurve, load_server_curve
 from protocol.messages import Ack, Delta, Result, SessionId, Topic
 from protocol.views import Node, NodeSpec, OwnerMeta
 from workers.runtime.bus import BusClient, BusClientSettings
@@ -44,10 +48,8 @@ class Manager:
 class Bus:
     """Starts managers and workers on one pair of addresses."""
 
-    def __init__(self, tmp: Path) -> None:
-        self.settings = BusSettings(
-            pub_address=f"ipc://{tmp}/pub", router_address=f"ipc://{tmp}/router"
-        )
+    def __init__(self, settings: BusSettings) -> None:
+        self.settings = settings
         self._started: list[BusServer | BusClient] = []
 
     def manager(self, *, serving: bool = True) -> Manager:
@@ -70,11 +72,15 @@ class Bus:
         self._started.append(server)
         return Manager(server=server, cache=cache, session=session)
 
-    def worker(self, name: str = "node") -> tuple[BusClient, Replica]:
+    def worker(
+        self, name: str = "node", *, curve: ClientCurve | None = None
+    ) -> tuple[BusClient, Replica]:
         replica = Replica()
         client = BusClient(
             settings=BusClientSettings(
-                pub_address=self.settings.pub_address, router_address=self.settings.router_address
+                pub_address=self.settings.pub_address,
+                router_address=self.settings.router_address,
+                curve=curve,
             ),
             worker=name,
             session=SessionId(uuid.uuid4().hex),
@@ -96,6 +102,68 @@ class Bus:
 
 @pytest.fixture
 def bus(tmp_path: Path) -> Iterator[Bus]:
-    wiring = Bus(tmp_path)
+    wiring = Bus(
+        BusSettings(pub_address=f"ipc://{tmp_path}/pub", router_address=f"ipc://{tmp_path}/router")
+    )
+    yield wiring
+    wiring.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class KeyDirs:
+    """--bus-curve-dir directories laid out as manager/BUS.md says, one per party."""
+
+    manager: Path
+    worker: Path
+    # A worker with a well-formed key pair the manager was never told about.
+    stranger: Path
+    # Where the stranger's public key would go to be accepted.
+    stranger_public: Path
+
+
+def make_key_dirs(tmp: Path) -> KeyDirs:
+    certs = tmp / "certs"
+    certs.mkdir()
+    for name in ("server", "client", "stranger"):
+        zmq.auth.create_certificates(certs, name)
+    manager = tmp / "manager-keys"
+    (manager / "authorized").mkdir(parents=True)
+    shutil.copy(certs / "server.key_secret", manager / "server.key_secret")
+    shutil.copy(certs / "client.key", manager / "authorized" / "client.key")
+    worker, stranger = tmp / "worker-keys", tmp / "stranger-keys"
+    for directory, secret in ((worker, "client"), (stranger, "stranger")):
+        directory.mkdir()
+        shutil.copy(certs / "server.key", directory / "server.key")
+        shutil.copy(certs / f"{secret}.key_secret", directory / "client.key_secret")
+    return KeyDirs(
+        manager=manager,
+        worker=worker,
+        stranger=stranger,
+        stranger_public=certs / "stranger.key",
+    )
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> KeyDirs:
+    return make_key_dirs(tmp_path)
+
+
+@pytest.fixture
+def tcp_bus(keys: KeyDirs) -> Iterator[Bus]:
+    """A bus on 127.0.0.1 whose manager accepts only the `keys.worker` key."""
+    wiring = Bus(
+        BusSettings(
+            pub_address=f"tcp://127.0.0.1:{free_port()}",
+            router_address=f"tcp://127.0.0.1:{free_port()}",
+            curve=load_server_curve(keys.manager),
+        )
+    )
     yield wiring
     wiring.close()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import msgspec
 import zmq
 
+from protocol.addresses import ClientCurve, require_curve
 from protocol.drops import DropLog
 from protocol.mailbox import Mailbox
 from protocol.messages import (
@@ -62,6 +63,12 @@ class BusClientSettings:
     heartbeat_interval: float = 1.0
     # How long to wait for snapshots before asking again (a refused or lost hello).
     hello_retry: float = 1.0
+    # CURVE keys (protocol/addresses.py): required for any address that is not ipc://,
+    # because the manager only talks CURVE there; optional on ipc://.
+    curve: ClientCurve | None = None
+
+    def __post_init__(self) -> None:
+        require_curve((self.pub_address, self.router_address), self.curve)
 
 
 class FatalBusError(RuntimeError):
@@ -132,8 +139,10 @@ class BusClient:
         sub = self._context.socket(zmq.SUB)
         for topic in (*self._topics, Topic.CONTROL):
             sub.setsockopt(zmq.SUBSCRIBE, topic.value.encode())
+        self._secure(sub)
         sub.connect(self._settings.pub_address)
         dealer = self._context.socket(zmq.DEALER)
+        self._secure(dealer)
         # Queue nothing for a manager that is not there: results fail fast instead.
         dealer.setsockopt(zmq.IMMEDIATE, 1)
         dealer.connect(self._settings.router_address)
@@ -162,6 +171,14 @@ class BusClient:
             self._fail_pending("bus client stopped")
             sub.close(linger=0)
             dealer.close(linger=0)
+
+    def _secure(self, sock: zmq.Socket[bytes]) -> None:
+        curve = self._settings.curve
+        if curve is None:
+            return
+        sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_key)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
 
     def _drain(
         self, sock: zmq.Socket[bytes], dealer: zmq.Socket[bytes], *, multipart: bool
