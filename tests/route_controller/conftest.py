@@ -12,6 +12,10 @@ from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from protocol.views import Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
 from provider.fake import FakeCloud
 from provider.interface import Routes
+
+# The OpenStack simulator and provider fixtures of the provider tests, for
+# test_against_the_openstack_simulator.py (started only when a test asks for them).
+from tests.provider.conftest import make_cloud, openstack_sim, sim  # noqa: F401
 from workers.route.controller import KEY, RouteController, RouteSettings
 from workers.runtime.clock import FakeClock
 from workers.runtime.replica import Replica

@@ -1,0 +1,93 @@
+"""The route controller over the real OpenStack provider and the simulated Neutron router:
+routes and address pairs appear for seeded nodes, follow a removed node, and leave a foreign
+route on a shared router alone. The simulator runs in this process (a thread), no workers.
+
+A removed Node's route is deleted as a blackhole (no node owns its next hop any more), and a
+blackhole delete leaves the port's allowed address pair alone, as upstream OCCM does; the
+pair goes with the server's port."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.messages import Topic
+from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
+from sim.openstack.testing import OpenStackSimHandle
+from sim.scenario import CLUSTER_CIDR, seed_node
+from tests.provider.conftest import MakeCloud
+from tests.route_controller.conftest import conditions_of
+from workers.route.cidrs import parse_cluster_cidrs
+from workers.route.controller import KEY, RouteController, RouteSettings
+from workers.runtime.clock import FakeClock
+from workers.runtime.replica import Replica
+
+
+def seeded_node(index: int) -> Node:
+    seed = seed_node(index)
+    return Node(
+        metadata=OwnerMeta(name=seed.name, uid=f"uid-{seed.name}", resource_version="1"),
+        spec=NodeSpec(pod_cidrs=(seed.pod_cidr,), pod_cidr=seed.pod_cidr),
+        status=NodeStatus(addresses=(NodeAddress(type="InternalIP", address=seed.internal_ip),)),
+    )
+
+
+def router_routes(sim: OpenStackSimHandle) -> set[tuple[str, str]]:
+    router = next(r for r in sim.resources("router") if r["id"] == sim.seeded.router_id)
+    return {(r["destination"], r["nexthop"]) for r in router["routes"]}
+
+
+def pairs_of(sim: OpenStackSimHandle, address: str) -> list[str]:
+    port: dict[str, Any] = next(
+        p
+        for p in sim.resources("port")
+        if any(ip["ip_address"] == address for ip in p["fixed_ips"])
+    )
+    return [pair["ip_address"] for pair in port.get("allowed_address_pairs", [])]
+
+
+def controller(make_cloud: MakeCloud, replica: Replica, clock: FakeClock) -> RouteController:
+    routes = make_cloud().cloud.routes()
+    assert routes is not None
+    settings = RouteSettings(cluster_cidrs=parse_cluster_cidrs(CLUSTER_CIDR))
+    return RouteController(replica=replica, routes=routes, settings=settings, clock=clock)
+
+
+def test_seeded_nodes_are_routed_and_a_removed_node_is_unrouted(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    replica, clock = Replica(), FakeClock()
+    for index in range(3):
+        node = seeded_node(index)
+        replica.apply(Topic.NODE, node.name, node)
+    routes = controller(make_cloud, replica, clock)
+
+    actions = routes.sync(KEY)
+
+    expected = {(seed_node(i).pod_cidr, seed_node(i).internal_ip) for i in range(3)}
+    assert router_routes(sim) == expected
+    assert pairs_of(sim, seed_node(1).internal_ip) == [seed_node(1).pod_cidr]
+    assert set(conditions_of(actions).values()) == {("False", "RouteCreated")}
+
+    replica.apply(Topic.NODE, seed_node(2).name, None)
+    clock.advance(1.0)
+    routes.sync(KEY)
+
+    assert router_routes(sim) == expected - {(seed_node(2).pod_cidr, seed_node(2).internal_ip)}
+
+
+def test_a_foreign_route_on_a_shared_router_is_left_alone(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    conn = sim.connection()
+    foreign = {"destination": "192.168.99.0/24", "nexthop": seed_node(3).internal_ip}
+    conn.network.add_extra_routes_to_router(sim.seeded.router_id, {"router": {"routes": [foreign]}})
+    replica = Replica()
+    node = seeded_node(0)
+    replica.apply(Topic.NODE, node.name, node)
+
+    controller(make_cloud, replica, FakeClock()).sync(KEY)
+
+    assert router_routes(sim) == {
+        ("192.168.99.0/24", seed_node(3).internal_ip),
+        (seed_node(0).pod_cidr, seed_node(0).internal_ip),
+    }
