@@ -21,11 +21,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from multidict import MultiMapping
+
 from sim.openstack.errors import ApiError, bad_request, conflict, not_found
 from sim.openstack.neutron import Neutron
 from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
 from sim.openstack.settings import Knobs, version_minor
-from sim.openstack.store import Counters, Ids, Record, Table, now_iso, paginate, select
+from sim.openstack.store import (
+    Counters,
+    Ids,
+    Record,
+    Table,
+    field_matches,
+    now_iso,
+    paginate,
+    select,
+)
 
 PREFIXES = ("/load-balancer/v2", "/load-balancer/v2.0")
 PROVIDERS = {
@@ -149,6 +160,16 @@ HM_UPDATE = frozenset(
 HM_CREATE = HM_UPDATE | {"pool_id", "type", "project_id", "tenant_id"}
 HTTP_MONITORS = frozenset({"HTTP", "HTTPS"})
 PENDING = frozenset({"PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE"})
+# Columns Octavia filters on but renders only as lists of ids (`loadbalancers: [{id}]`),
+# per collection: query name -> the hidden column holding it. Octavia maps the query's
+# `loadbalancer_id` to its `load_balancer_id` column; the rest are rendered fields, which
+# `select` filters on as they are.
+RELATION_FILTERS: dict[str, dict[str, str]] = {
+    "listeners": {"loadbalancer_id": "_lb_id"},
+    "pools": {"loadbalancer_id": "_lb_id"},
+    "members": {"pool_id": "_pool_id"},
+    "healthmonitors": {"pool_id": "_pool_id"},
+}
 
 Schedule = Callable[[float, Callable[[], None]], None]
 
@@ -793,6 +814,15 @@ def _apply_timing(monitor: Record, obj: dict[str, Any], *, creating: bool) -> No
 # -- HTTP ---------------------------------------------------------------------------------------
 
 
+def _related(row: Record, query: MultiMapping[str], relations: dict[str, str]) -> bool:
+    """Whether `row` passes the relation filters (`loadbalancer_id=...`) in `query`."""
+    return all(
+        field_matches(row[column], query.getall(name))
+        for name, column in relations.items()
+        if name in query
+    )
+
+
 def _version_list(req: Req, knobs: Knobs) -> Reply:
     top = version_minor(knobs.octavia_version)
     href = f"{req.base_url}/load-balancer/v2"
@@ -826,8 +856,11 @@ class OctaviaApi:
     def listing(
         self, req: Req, table: Table, collection: str, rows: list[Record] | None = None
     ) -> Reply:
-        rendered = [self.o.render(table, row) for row in (table if rows is None else rows)]
-        chosen = select(rendered, req.query)
+        source = list(table if rows is None else rows)
+        relations = RELATION_FILTERS.get(collection, {})
+        related = [row for row in source if _related(row, req.query, relations)]
+        rendered = [self.o.render(table, row) for row in related]
+        chosen = select(rendered, req.query, handled=frozenset(relations))
         return ok(paginate(chosen, req.query, collection=collection, url=req.base_url + req.path))
 
     # load balancers
