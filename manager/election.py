@@ -166,9 +166,11 @@ class Elector:
     def release(self) -> bool:
         """Give the lease up now (clean shutdown): clear the holder so a standby need not wait."""
         self._stop.set()
-        if not self.leading.is_set() or self._record is None:
+        # Never clear a holder that is not us (the Lease may have been taken meanwhile).
+        record = self._record
+        if record is None or not self._holds(record):
             return False
-        spec = self._record.spec
+        spec = record.spec
         released = LeaseSpec(
             holder_identity="",
             lease_duration_seconds=1,
@@ -177,7 +179,7 @@ class Elector:
             lease_transitions=spec.lease_transitions,
         )
         try:
-            self._update(self._record, released)
+            self._update(record, released)
         except KubeError as error:
             log.warning("could not release the lease: %s", error)
             return False
@@ -197,10 +199,14 @@ class Elector:
 
     def _attempt(self) -> bool:
         now = _now()
-        # Fast path for the leader: update the cached record optimistically.
-        if self.leading.is_set() and self._record is not None:
+        # Fast path for the leader: update the cached record optimistically. Only if that
+        # record is still ours: after another replica took the Lease, the cached record is
+        # the one `_get` read, with its current resourceVersion, and a blind PUT of it would
+        # succeed, renewing the other holder's lease and keeping us a half-leader.
+        record = self._record
+        if record is not None and self._holds(record):
             try:
-                self._update(self._record, _renewed(self._record.spec, now))
+                self._update(record, _renewed(record.spec, now))
                 return True
             except Conflict:
                 metrics.LEADER_SLOWPATH.labels(name=self._settings.name).inc()
@@ -226,6 +232,10 @@ class Elector:
         except Conflict:
             return False
         return True
+
+    def _holds(self, record: Lease) -> bool:
+        """Upstream's IsLeader: leading, and the last record seen names us as holder."""
+        return self.leading.is_set() and record.spec.holder_identity == self.identity
 
     def _observe(self, lease: Lease) -> None:
         spec = lease.spec
