@@ -63,6 +63,9 @@ class BusClientSettings:
     heartbeat_interval: float = 1.0
     # How long to wait for snapshots before asking again (a refused or lost hello).
     hello_retry: float = 1.0
+    # A hello that could not even be queued (no connection yet: a CURVE handshake takes a
+    # few ms longer than the first send) is retried this soon instead of after hello_retry.
+    hello_unsent_retry: float = 0.02
     # CURVE keys (protocol/addresses.py): required for any address that is not ipc://,
     # because the manager only talks CURVE there; optional on ipc://.
     curve: ClientCurve | None = None
@@ -109,6 +112,7 @@ class BusClient:
         self._buffer: list[Delta] = []
         self._last_heard = time.monotonic()
         self._hello_sent = 0.0
+        self._hello_queued = False
         self._thread = threading.Thread(target=self._run, name="bus-client", daemon=True)
 
     # --- any thread -------------------------------------------------------------------
@@ -155,7 +159,7 @@ class BusClient:
         try:
             self._resnapshot(dealer, reason="start")
             while not self._stop.is_set() and self.fatal is None:
-                events = dict(poller.poll(100))
+                events = dict(poller.poll(self._poll_ms()))
                 if sub in events:
                     self._drain(sub, dealer, multipart=True)
                 if dealer in events:
@@ -294,7 +298,7 @@ class BusClient:
             self._fail_pending("the manager went silent")
             self._last_heard = now
             self._resnapshot(dealer, reason="manager silent")
-        elif self._awaiting and now - self._hello_sent > self._settings.hello_retry:
+        elif self._awaiting and now - self._hello_sent > self._hello_wait():
             self._send_hello(dealer)
 
     def _resnapshot(self, dealer: zmq.Socket[bytes], *, reason: str) -> None:
@@ -308,7 +312,20 @@ class BusClient:
     def _send_hello(self, dealer: zmq.Socket[bytes]) -> None:
         self._hello_sent = time.monotonic()
         hello = Hello(session=self._session, worker=self._worker, topics=self._topics)
-        self._send(dealer, encode(hello))
+        self._hello_queued = self._send(dealer, encode(hello))
+
+    def _poll_ms(self) -> int:
+        # Wake up in time to retry an unsent hello; otherwise 100 ms bounds how late the
+        # heartbeat and liveness checks run.
+        if self._awaiting and not self._hello_queued:
+            return max(1, int(self._settings.hello_unsent_retry * 1000))
+        return 100
+
+    def _hello_wait(self) -> float:
+        """How long to wait for snapshots before saying hello again."""
+        if self._hello_queued:
+            return self._settings.hello_retry
+        return self._settings.hello_unsent_retry
 
     def _beat(self, dealer: zmq.Socket[bytes]) -> None:
         beat = Heartbeat(session=self._session, seqs=dict(self._seqs), worker=self._worker)
