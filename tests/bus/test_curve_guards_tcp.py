@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import zmq
@@ -71,14 +72,29 @@ def test_a_worker_whose_key_the_manager_does_not_know_gets_nothing(
 ) -> None:
     manager = tcp_bus.manager()
     manager.cache.nodes.upsert(node("a", 1))
-    _, stranger = tcp_bus.worker("stranger", curve=load_client_curve(keys.stranger))
-    _, known = tcp_bus.worker("node", curve=load_client_curve(keys.worker))
+    refused, stranger = tcp_bus.worker("stranger", curve=load_client_curve(keys.stranger))
+    accepted, known = tcp_bus.worker("node", curve=load_client_curve(keys.worker))
     eventually(known.synced.is_set)
     manager.cache.nodes.upsert(node("b", 2))
     eventually(lambda: names(known) == {"a", "b"})
     assert stays_empty(stranger, SHUT_OUT_FOR)
     # Its hellos and heartbeats never got through the handshake either.
     assert set(manager.server.workers()) == {"node"}
+    # ... and it knows why, instead of looking like a manager that never answers.
+    assert refused.handshake_failures > 0
+    assert accepted.handshake_failures == 0
+
+
+def test_a_worker_holding_the_wrong_server_key_gets_nothing(tcp_bus: Bus, keys: KeyDirs) -> None:
+    manager = tcp_bus.manager()
+    manager.cache.nodes.upsert(node("a", 1))
+    # A known worker key, but it trusts another manager's public key.
+    curve = load_client_curve(keys.worker)
+    impostor = load_client_curve(keys.stranger).public_key
+    client, replica = tcp_bus.worker(curve=replace(curve, server_key=impostor))
+    assert stays_empty(replica, SHUT_OUT_FOR)
+    assert manager.server.workers() == {}
+    assert client.handshake_failures > 0
 
 
 def test_a_plain_zeromq_client_without_curve_hears_nothing_on_the_tcp_ports(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import msgspec
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from protocol.addresses import ClientCurve, require_curve
 from protocol.drops import DropLog
@@ -52,6 +53,13 @@ from protocol.messages import (
 from workers.runtime.replica import Replica
 
 log = logging.getLogger(__name__)
+
+
+_HANDSHAKE_FAILURES: dict[int, str] = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "key not authorized",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol error",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "no detail; often a wrong server key",
+}
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,9 @@ class BusClient:
         self.paused = threading.Event()
         self.fatal: FatalBusError | None = None
         self.resnapshots = 0
+        # CURVE handshakes the manager turned down (an unknown key or the wrong server key).
+        self.handshake_failures = 0
+        self._refused_logged = False
         self._drops = DropLog(side="worker")
         # Sync state, owned by the bus thread.
         self._manager: SessionId | None = None
@@ -154,6 +165,9 @@ class BusClient:
         for sock in (sub, dealer):
             poller.register(sock, zmq.POLLIN)
         poller.register(self._outbox.fileno(), zmq.POLLIN)
+        monitor = self._watch_handshakes(dealer)
+        if monitor is not None:
+            poller.register(monitor, zmq.POLLIN)
         self._ready.set()
         next_beat = 0.0
         try:
@@ -166,6 +180,8 @@ class BusClient:
                     self._drain(dealer, dealer, multipart=False)
                 if self._outbox.fileno() in events:
                     self._send_results(dealer)
+                if monitor is not None and monitor in events:
+                    self._on_handshakes(monitor)
                 now = time.monotonic()
                 if now >= next_beat:
                     self._beat(dealer)
@@ -173,8 +189,44 @@ class BusClient:
                 self._check_liveness(dealer, now)
         finally:
             self._fail_pending("bus client stopped")
+            if monitor is not None:
+                dealer.disable_monitor()
+                monitor.close(linger=0)
             sub.close(linger=0)
             dealer.close(linger=0)
+
+    def _watch_handshakes(self, dealer: zmq.Socket[bytes]) -> zmq.Socket[bytes] | None:
+        """With CURVE, a refused key would otherwise look like a manager that never answers."""
+        if self._settings.curve is None:
+            return None
+        return dealer.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED
+            | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        )
+
+    def _on_handshakes(self, monitor: zmq.Socket[bytes]) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._refused_logged = False
+                continue
+            self.handshake_failures += 1
+            # libzmq retries on its own; one line per run of failures, not one per retry.
+            if not self._refused_logged:
+                self._refused_logged = True
+                log.error(
+                    "the manager at %s refused the CURVE handshake (%s, code %d): is this "
+                    "worker's public key in its authorized/ directory, and is server.key the "
+                    "manager's?",
+                    self._settings.router_address,
+                    _HANDSHAKE_FAILURES.get(event["event"], "failed"),
+                    event["value"],
+                )
 
     def _secure(self, sock: zmq.Socket[bytes]) -> None:
         curve = self._settings.curve
