@@ -1,16 +1,20 @@
 """`pyccm demo`: pyccm's main job on the embedded default, end to end.
 
 Starts the Kubernetes and OpenStack simulators as separate processes, seeds a cluster of
-uninitialized nodes and a matching cloud, runs the real process tree under supervisord
-(manager + node + lifecycle workers, the openstack provider, the bus over ipc), shows
-progress, prints a summary table and exits 0 once every node is initialized (non-zero
-with the reason on timeout). Everything lives in a temporary directory that is removed
-afterwards unless `--keep` is given.
+uninitialized nodes, LoadBalancer Services and a matching cloud, and runs the real process
+tree under supervisord (manager + node, lifecycle, service and route workers, the
+openstack provider, the bus over ipc). It shows progress until every node is initialized,
+every Service has an Octavia load balancer with a floating IP as its ingress, and the
+router has a route for every node's pod CIDR; then it deletes one Service and waits until
+its load balancer and floating IP are gone from the cloud. It prints a summary and exits 0
+(non-zero with the reason on timeout). Everything lives in a temporary directory that is
+removed afterwards unless `--keep` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -19,12 +23,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from protocol.views import Node
+import msgspec
+
+from protocol.views import Node, Service
+from sim.scenario import CLUSTER_CIDR
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 READY_URL = re.compile(r"ready at (\S+)")
@@ -42,7 +51,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--nodes", type=int, default=20, help="nodes in the seeded cluster (default 20)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds to converge (default 120)"
+        "--services",
+        type=int,
+        default=5,
+        help="LoadBalancer Services in the seeded cluster (default 5)",
+    )
+    parser.add_argument(
+        "--service-shards",
+        type=int,
+        default=1,
+        help="service worker processes (--shard i/n each; default 1)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds to converge (default 180)"
     )
     parser.add_argument(
         "--cloud-latency-ms", type=float, default=0.0, help="latency of every cloud call"
@@ -65,18 +86,30 @@ class World:
     kube_url: str
     kubeconfig: Path
     cloud_conf: Path
+    cloud_url: str = ""
 
 
 def run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="pyccm-demo-"))
     with ExitStack() as stack:
         world = stack.enter_context(
-            simulators(workdir, nodes=args.nodes, latency=args.cloud_latency_ms)
+            simulators(
+                workdir,
+                nodes=args.nodes,
+                services=args.services,
+                latency=args.cloud_latency_ms,
+            )
         )
         print(f"kube simulator  {world.kube_url}   kubeconfig {world.kubeconfig}")
-        print(f"cloud config    {world.cloud_conf}")
-        stack.enter_context(process_tree(world, node_syncs=args.concurrent_node_syncs))
-        code = watch_progress(world, nodes=args.nodes, timeout=args.timeout)
+        print(f"cloud simulator {world.cloud_url}   cloud config {world.cloud_conf}")
+        stack.enter_context(
+            process_tree(
+                world,
+                node_syncs=args.concurrent_node_syncs,
+                service_shards=args.service_shards,
+            )
+        )
+        code = watch_progress(world, nodes=args.nodes, services=args.services, timeout=args.timeout)
         if code == 0 and args.keep:
             print(
                 f"\nstill running; try: kubectl --kubeconfig {world.kubeconfig} get nodes -o wide"
@@ -95,6 +128,7 @@ def simulators(
     *,
     nodes: int,
     latency: float,
+    services: int = 0,
     servers: int | None = None,
     cloud_args: tuple[str, ...] = (),
 ) -> Iterator[World]:
@@ -105,11 +139,14 @@ def simulators(
     with ExitStack() as stack:
         kube_url = stack.enter_context(
             child(
-                ["sim", "kube", "--seed-nodes", str(nodes), "--kubeconfig-out", str(kubeconfig)],
+                [
+                    *("sim", "kube", "--seed-nodes", str(nodes)),
+                    *("--seed-services", str(services), "--kubeconfig-out", str(kubeconfig)),
+                ],
                 workdir / "kube.log",
             )
         )
-        stack.enter_context(
+        cloud_url = stack.enter_context(
             child(
                 [
                     *("sim", "openstack", "--seed-nodes", str(servers)),
@@ -124,6 +161,7 @@ def simulators(
             kube_url=kube_url,
             kubeconfig=kubeconfig,
             cloud_conf=cloud_dir / "cloud.conf",
+            cloud_url=cloud_url,
         )
 
 
@@ -149,7 +187,15 @@ def child(arguments: list[str], log_path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def process_tree(world: World, *, node_syncs: int = 10, kube_api_qps: int = 20) -> Iterator[None]:
+def process_tree(
+    world: World,
+    *,
+    node_syncs: int = 10,
+    kube_api_qps: int = 20,
+    service_shards: int = 1,
+    service_syncs: int = 10,
+    cloud_api_qps: int = 500,
+) -> Iterator[None]:
     runtime = world.workdir / "run"
     metrics = runtime / "metrics"
     metrics.mkdir(parents=True, mode=0o700)
@@ -160,12 +206,15 @@ def process_tree(world: World, *, node_syncs: int = 10, kube_api_qps: int = 20) 
         PYCCM_KUBECONFIG=str(world.kubeconfig),
         PYCCM_CLOUD_CONFIG=str(world.cloud_conf),
         PYCCM_CLUSTER_NAME="demo",
-        PYCCM_CONTROLLERS="cloud-node,cloud-node-lifecycle",
+        PYCCM_CONTROLLERS="*",
+        PYCCM_SERVICE_SHARDS=str(service_shards),
+        PYCCM_CLUSTER_CIDR=CLUSTER_CIDR,
         PYCCM_MANAGER_ARGS="--secure-port=0 --leader-elect-retry-period=0.5 "
         f"--kube-api-qps={kube_api_qps} --kube-api-burst={int(kube_api_qps * 1.5)}",
         # A demo-sized cloud API budget: 10 sync threads at ~2 calls each need more than 20/s.
         PYCCM_WORKER_ARGS=f"--node-monitor-period=2 --concurrent-node-syncs={node_syncs} "
-        "--cloud-api-qps=500 --cloud-api-burst=500",
+        f"--concurrent-service-syncs={service_syncs} "
+        f"--cloud-api-qps={cloud_api_qps} --cloud-api-burst={cloud_api_qps}",
         PROMETHEUS_MULTIPROC_DIR=str(metrics),
     )
     supervisord = Path(sys.executable).parent / "supervisord"
@@ -183,37 +232,149 @@ def process_tree(world: World, *, node_syncs: int = 10, kube_api_qps: int = 20) 
             _stop(process, timeout=20)
 
 
-def watch_progress(world: World, *, nodes: int, timeout: float) -> int:
+def watch_progress(world: World, *, nodes: int, services: int, timeout: float) -> int:
+    """Wait for the three jobs, then for one Service's deletion; print the summary."""
     from kubeapi.client import KubeClient, KubeSettings
-    from kubeapi.informer import NODES, Informer
-    from manager.store import Cache
-    from protocol.messages import SessionId
 
-    client = KubeClient(settings=KubeSettings(kubeconfig=str(world.kubeconfig)))
-    cache = Cache(session=SessionId("demo"), publish=lambda delta: None)
-    reader = Informer(client=client, resource=NODES, sink=cache.nodes)
+    kube = KubeClient(settings=KubeSettings(kubeconfig=str(world.kubeconfig)))
+    cloud = CloudView(world.cloud_url)
     deadline = time.monotonic() + timeout
     started = time.monotonic()
-    done = 0
-    while time.monotonic() < deadline:
-        listed, _ = reader.list_all()
-        done = sum(
-            1 for node in listed if not node.has_taint(UNINITIALIZED) and node.spec.provider_id
+    state = converged_state(kube, cloud)
+    while not state.done(nodes=nodes, services=services):
+        print(f"\r{state.progress(nodes=nodes, services=services)}", end="", flush=True)
+        if time.monotonic() > deadline:
+            print(f"\nnot converged within {timeout:.0f}s: {state.missing(nodes, services)}")
+            print(f"logs: {world.workdir} (kept)")
+            return 1
+        time.sleep(0.5)
+        state = converged_state(kube, cloud)
+    print(
+        f"\r{state.progress(nodes=nodes, services=services)}  ({time.monotonic() - started:.1f}s)\n"
+    )
+    print_summary(state)
+    if state.services:
+        return delete_one_service(kube, cloud, state, deadline=deadline, workdir=world.workdir)
+    return 0
+
+
+@dataclass(frozen=True)
+class Routed:
+    destination: str
+    nexthop: str
+    node: str
+
+
+@dataclass(frozen=True)
+class State:
+    nodes: list[Node]
+    services: list[Service]
+    load_balancers: dict[str, dict[str, Any]]  # by id
+    floating_ips: dict[str, str]  # port id -> floating address
+    routes: list[Routed]
+
+    def initialized(self) -> list[Node]:
+        return [n for n in self.nodes if not n.has_taint(UNINITIALIZED) and n.spec.provider_id]
+
+    def with_ingress(self) -> list[Service]:
+        """Services whose ingress is their load balancer's floating IP, the LB ACTIVE."""
+        done = []
+        for service in self.services:
+            lb = self.load_balancers.get(service.metadata.annotations.get(LB_ID, ""))
+            ingress = [i.ip for i in service.status.load_balancer.ingress]
+            if lb is None or lb.get("provisioning_status") != "ACTIVE":
+                continue
+            if ingress and ingress[0] == self.floating_ips.get(lb.get("vip_port_id", "")):
+                done.append(service)
+        return done
+
+    def routed(self) -> list[Node]:
+        wanted = {(n.spec.pod_cidr, _internal_ip(n)) for n in self.nodes}
+        have = {(r.destination, r.nexthop) for r in self.routes}
+        return [n for n in self.nodes if (n.spec.pod_cidr, _internal_ip(n)) in wanted & have]
+
+    def done(self, *, nodes: int, services: int) -> bool:
+        return (
+            len(self.initialized()) == nodes
+            and len(self.with_ingress()) == services
+            and len(self.routed()) == nodes
         )
-        print(f"\rnodes initialized: {done}/{nodes}", end="", flush=True)
-        if done == nodes:
-            print(f"  ({time.monotonic() - started:.1f}s)\n")
-            print_summary(listed)
+
+    def progress(self, *, nodes: int, services: int) -> str:
+        return (
+            f"nodes initialized {len(self.initialized())}/{nodes}   "
+            f"services with a load balancer {len(self.with_ingress())}/{services}   "
+            f"pod routes {len(self.routed())}/{nodes}"
+        )
+
+    def missing(self, nodes: int, services: int) -> str:
+        return self.progress(nodes=nodes, services=services)
+
+
+LB_ID = "loadbalancer.openstack.org/load-balancer-id"
+
+
+class CloudView:
+    """Reads the OpenStack simulator's inventory (its `/_sim` admin API)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url.rstrip("/")
+
+    def rows(self, kind: str) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self._url}/_sim/resources/{kind}", timeout=10) as answer:
+            items: list[dict[str, Any]] = json.load(answer)["items"]
+        return items
+
+
+def converged_state(kube: Any, cloud: CloudView) -> State:
+    nodes = msgspec.json.decode(kube.request("GET", "/api/v1/nodes"), type=NodeList).items
+    listed = msgspec.json.decode(kube.request("GET", "/api/v1/services"), type=ServiceList).items
+    services = [s for s in listed if s.spec.type == "LoadBalancer"]
+    owners = {_internal_ip(n): n.name for n in nodes}
+    routes = [
+        Routed(r["destination"], r["nexthop"], owners.get(r["nexthop"], "?"))
+        for router in cloud.rows("router")
+        for r in router.get("routes", [])
+    ]
+    return State(
+        nodes=nodes,
+        services=services,
+        load_balancers={lb["id"]: lb for lb in cloud.rows("loadbalancer")},
+        floating_ips={
+            f["port_id"]: f["floating_ip_address"] for f in cloud.rows("floatingip") if f["port_id"]
+        },
+        routes=routes,
+    )
+
+
+def delete_one_service(
+    kube: Any, cloud: CloudView, state: State, *, deadline: float, workdir: Path
+) -> int:
+    """Delete the first Service; wait until it, its LB and its floating IP are gone."""
+    service = sorted(state.services, key=lambda s: s.key)[0]
+    lb_id = service.metadata.annotations.get(LB_ID, "")
+    vip_port = state.load_balancers[lb_id].get("vip_port_id", "")
+    path = f"/api/v1/namespaces/{service.namespace}/services/{service.name}"
+    print(f"\ndeleting Service {service.key} (load balancer {lb_id}) ...", end="", flush=True)
+    kube.request("DELETE", path)
+    while time.monotonic() < deadline:
+        after = converged_state(kube, cloud)
+        gone = (
+            all(s.key != service.key for s in after.services)
+            and lb_id not in after.load_balancers
+            and vip_port not in after.floating_ips
+        )
+        if gone:
+            print(" the Service, its load balancer and its floating IP are gone.")
             return 0
         time.sleep(0.5)
-    print(f"\nnot converged within {timeout:.0f}s: {done}/{nodes} nodes initialized")
-    print(f"logs: {world.workdir} (kept)")
+    print(f"\nthe deleted Service's cloud resources were not cleaned up; logs: {workdir}")
     return 1
 
 
-def print_summary(nodes: list[Node]) -> None:
-    rows = [("NODE", "PROVIDER ID", "TYPE", "ZONE", "ADDRESSES")]
-    for node in sorted(nodes, key=lambda n: n.name):
+def print_summary(state: State) -> None:
+    rows: list[tuple[str, ...]] = [("NODE", "PROVIDER ID", "TYPE", "ZONE", "ADDRESSES")]
+    for node in sorted(state.nodes, key=lambda n: n.name):
         labels = node.metadata.labels
         addresses = ",".join(f"{a.type}={a.address}" for a in node.status.addresses)
         rows.append(
@@ -225,6 +386,31 @@ def print_summary(nodes: list[Node]) -> None:
                 addresses,
             )
         )
+    _table(rows)
+    if state.services:
+        print()
+        rows = [("SERVICE", "INGRESS", "LOAD BALANCER", "LISTENERS")]
+        for service in sorted(state.services, key=lambda s: s.key):
+            lb_id = service.metadata.annotations.get(LB_ID, "")
+            lb = state.load_balancers.get(lb_id, {})
+            ports = ",".join(str(p.port) for p in service.spec.ports)
+            ingress = ",".join(i.ip for i in service.status.load_balancer.ingress)
+            rows.append(
+                (service.key, ingress, f"{lb_id} {lb.get('provisioning_status', '')}", ports)
+            )
+        _table(rows)
+    if state.routes:
+        print()
+        rows = [("POD CIDR", "NEXT HOP", "NODE")]
+        rows += [(r.destination, r.nexthop, r.node) for r in sorted(state.routes, key=_by_node)]
+        _table(rows)
+
+
+def _by_node(route: Routed) -> str:
+    return route.node
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print(
@@ -232,6 +418,18 @@ def print_summary(nodes: list[Node]) -> None:
             + "  "
             + row[-1]
         )
+
+
+def _internal_ip(node: Node) -> str:
+    return next((a.address for a in node.status.addresses if a.type == "InternalIP"), "")
+
+
+class NodeList(msgspec.Struct):
+    items: list[Node]
+
+
+class ServiceList(msgspec.Struct):
+    items: list[Service]
 
 
 def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:

@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from types import FrameType
 
+from prometheus_client import Gauge
+
 from protocol.addresses import resolve
 from protocol.controllers import canonical
 from protocol.messages import SessionId
@@ -19,36 +21,80 @@ from provider.registry import create_cloud
 from provider.settings import ProviderSettings
 from workers.lifecycle.controller import LifecycleController, LifecycleSettings
 from workers.node.controller import NodeController, NodeSettings
+from workers.route.cidrs import parse_cluster_cidrs
+from workers.route.controller import RouteController, RouteSettings
 from workers.runtime.bus import BusClient, BusClientSettings
-from workers.runtime.controller import Controller
+from workers.runtime.commit import Committer, Transport
+from workers.runtime.controller import Controller, Disabled, DisabledController
 from workers.runtime.replica import Replica
-from workers.runtime.runner import Runner, RunnerSettings, Transport
+from workers.runtime.runner import Runner, RunnerSettings
+from workers.service.controller import ServiceController, ServiceSettings
+from workers.service.policy import Shard
 
 log = logging.getLogger(__name__)
 
+DISABLED = Gauge(
+    "pyccm_controller_disabled",
+    "1 when this worker's controller cannot run here (see its log for why).",
+    ["controller"],
+    multiprocess_mode="max",
+)
+
 
 def build_controller(
-    name: str, *, args: argparse.Namespace, cloud: Cloud, replica: Replica
+    name: str, *, args: argparse.Namespace, cloud: Cloud, replica: Replica, commit: Committer
 ) -> tuple[Controller, int]:
-    """The controller and its number of sync threads; ConfigError when the cloud lacks it."""
-    instances = cloud.instances()
-    if name in ("cloud-node", "cloud-node-lifecycle") and instances is None:
-        raise ConfigError(f"cloud provider {cloud.name!r} has no instances support")
-    assert instances is not None
-    if name == "cloud-node":
-        node = NodeSettings(
-            workers=args.concurrent_node_syncs,
-            status_update_frequency=args.node_status_update_frequency,
-        )
-        return NodeController(replica=replica, instances=instances, settings=node), node.workers
-    if name == "cloud-node-lifecycle":
+    """The controller and its number of sync threads.
+
+    Raises ConfigError for a bad flag, `Disabled` for a controller that cannot run here
+    (upstream skips such a controller at start and runs the others).
+    """
+    if name in ("cloud-node", "cloud-node-lifecycle"):
+        instances = cloud.instances()
+        if instances is None:
+            raise Disabled(f"cloud provider {cloud.name!r} has no instances support")
+        if name == "cloud-node":
+            node = NodeSettings(
+                workers=args.concurrent_node_syncs,
+                status_update_frequency=args.node_status_update_frequency,
+            )
+            return NodeController(replica=replica, instances=instances, settings=node), node.workers
         life = LifecycleSettings(
             monitor_period=args.node_monitor_period, workers=args.concurrent_node_probes
         )
         return LifecycleController(
             replica=replica, instances=instances, settings=life
         ), life.workers
-    raise ConfigError(f"the {name} worker is not built yet")
+    if name == "service":
+        load_balancers = cloud.load_balancers()
+        if load_balancers is None:
+            raise Disabled(f"cloud provider {cloud.name!r} has no load-balancer support")
+        try:
+            shard = Shard.parse(args.shard)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        service = ServiceSettings(
+            workers=args.concurrent_service_syncs, resync_period=args.lb_resync_period, shard=shard
+        )
+        controller = ServiceController(
+            replica=replica, load_balancers=load_balancers, commit=commit, settings=service
+        )
+        return controller, service.workers
+    if name == "route":
+        if args.configure_cloud_routes != "true":
+            raise Disabled("--configure-cloud-routes=false")
+        routes = cloud.routes()
+        if routes is None:
+            raise Disabled(f"cloud provider {cloud.name!r} has no routes support")
+        try:
+            cidrs = parse_cluster_cidrs(args.cluster_cidr)
+        except ConfigError as error:
+            raise Disabled(str(error)) from None
+        route = RouteSettings(
+            cluster_cidrs=cidrs, reconciliation_period=args.route_reconciliation_period
+        )
+        return RouteController(replica=replica, routes=routes, settings=route), 1
+    raise ConfigError(f"unknown controller {name!r}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -67,16 +113,26 @@ def main(args: argparse.Namespace) -> int:
             ),
         )
         replica = Replica()
-        controller, threads = build_controller(name, args=args, cloud=cloud, replica=replica)
+        commit = Committer(controller=name)
+        controller, threads = build_controller(
+            name, args=args, cloud=cloud, replica=replica, commit=commit
+        )
+    except Disabled as disabled:
+        # Not a crash of the tree: the process stays up (healthy, doing nothing), says why
+        # once, and shows it in pyccm_controller_disabled.
+        log.error("the %s controller is disabled: %s", name, disabled)
+        DISABLED.labels(controller=name).set(1)
+        controller, threads = DisabledController(name), 0
     except ConfigError as error:
         print(f"pyccm worker {name}: {error}")
         return 2
-    transport = _transport(args, name=name, controller=controller, replica=replica)
+    transport = _transport(args, name=controller.name, controller=controller, replica=replica)
     runner = Runner(
         controller=controller,
         replica=replica,
         transport=transport,
         settings=RunnerSettings(workers=threads),
+        committer=commit,
     )
     return _serve(runner, transport)
 

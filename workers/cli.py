@@ -6,6 +6,9 @@ import argparse
 
 from protocol.addresses import add_bus_flags
 from protocol.controllers import CONTROLLERS, WORKER_ALIASES
+from protocol.durations import duration_flag
+
+DURATION = "seconds, or a duration such as 5s or 5m"
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,11 +31,43 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--cluster-name", default="kubernetes")
     parser.add_argument("--cloud-api-qps", type=float, default=20.0)
     parser.add_argument("--cloud-api-burst", type=int, default=40)
-    parser.add_argument("--concurrent-node-syncs", type=int, default=1)
-    parser.add_argument("--node-status-update-frequency", type=float, default=300.0, help="seconds")
-    parser.add_argument("--node-monitor-period", type=float, default=5.0, help="seconds")
-    parser.add_argument(
+    node = parser.add_argument_group("cloud-node and cloud-node-lifecycle")
+    node.add_argument("--concurrent-node-syncs", type=int, default=1)
+    node.add_argument(
+        "--node-status-update-frequency", type=duration_flag, default=300.0, help=DURATION
+    )
+    node.add_argument("--node-monitor-period", type=duration_flag, default=5.0, help=DURATION)
+    node.add_argument(
         "--concurrent-node-probes", type=int, default=20, help="lifecycle probes in flight"
+    )
+    service = parser.add_argument_group("service")
+    service.add_argument(
+        "--concurrent-service-syncs",
+        type=int,
+        default=10,
+        help="Services synced at once (default %(default)s; upstream's is 1)",
+    )
+    service.add_argument(
+        "--shard",
+        default="0/1",
+        help="i/n: own the Services whose key hashes to i mod n (default %(default)s)",
+    )
+    service.add_argument(
+        "--lb-resync-period",
+        type=duration_flag,
+        default=600.0,
+        help="re-ensure every LB Service this often; reads only unless drifted (default 10m)",
+    )
+    route = parser.add_argument_group("route")
+    route.add_argument(
+        "--cluster-cidr", default="", help="pod CIDR(s), comma-separated, one per IP family"
+    )
+    route.add_argument("--configure-cloud-routes", default="true", choices=("true", "false"))
+    route.add_argument(
+        "--route-reconciliation-period",
+        type=duration_flag,
+        default=10.0,
+        help="full reconcile this often, besides node changes (default 10s)",
     )
     parser.add_argument(
         "--standalone", action="store_true", help="no manager: watch and write directly"

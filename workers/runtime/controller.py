@@ -15,7 +15,7 @@ from typing import Protocol
 
 from protocol.messages import Action, ObjectRef, Topic
 from protocol.views import Node, Service
-from workers.runtime.ratelimit import RateLimiter
+from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
 Obj = Node | Service
 
@@ -27,6 +27,11 @@ class SyncFailed(Exception):
     def __init__(self, message: str, *, actions: tuple[Action, ...]) -> None:
         super().__init__(message)
         self.actions = actions
+
+
+class Disabled(Exception):
+    """The controller cannot run in this process (no cloud support, routes turned off, an
+    invalid --cluster-cidr); the message says why, in one line."""
 
 
 @dataclass(frozen=True)
@@ -68,3 +73,28 @@ def service_ref(service: Service) -> ObjectRef:
     return ObjectRef(
         kind="Service", name=service.name, namespace=service.namespace, uid=service.metadata.uid
     )
+
+
+class DisabledController:
+    """Stands in for a disabled controller: subscribes to nothing, syncs nothing. The worker
+    stays up so supervisord does not restart it in a loop and the manager's /healthz,
+    which expects every worker, stays green."""
+
+    queue_name = "disabled"
+    topics: tuple[Topic, ...] = ()
+    component = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def rate_limiter(self) -> RateLimiter[Hashable]:
+        return default_controller_rate_limiter()
+
+    def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
+        return ()
+
+    def sync(self, key: str) -> tuple[Action, ...]:
+        return ()
+
+    def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        return []

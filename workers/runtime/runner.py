@@ -15,15 +15,13 @@ import logging
 import threading
 import time
 from collections.abc import Hashable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
-from protocol.messages import Ack, Action, FailureKind, Topic
+from protocol.messages import Action, Topic
 from provider.errors import RetryAfter
+from workers.runtime.commit import Committer, Transport, needs_retry
 from workers.runtime.controller import Controller, Obj, Periodic, SyncFailed
 from workers.runtime.queue import WorkQueue
 from workers.runtime.replica import Replica
@@ -38,25 +36,10 @@ SYNC_SECONDS = Histogram(
     buckets=(0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 
-# Failures that retrying the same actions may fix; the others are final for this version
-# of the object (it is gone, was re-created, or the API rejects the write for good).
-RETRYABLE = frozenset({FailureKind.CONFLICT, FailureKind.UNAVAILABLE, FailureKind.NOT_LEADER})
-
-
-class Transport(Protocol):
-    """The way results reach Kubernetes: the bus, or an in-process writer (standalone)."""
-
-    paused: threading.Event
-
-    def submit(self, key: str, actions: tuple[Action, ...]) -> Future[Ack]: ...
-
 
 @dataclass(frozen=True)
 class RunnerSettings:
     workers: int = 1
-    # The manager acks within milliseconds; a minute without one means it is gone, and
-    # the bus client fails the result sooner on silence anyway.
-    ack_timeout: float = 60.0
 
 
 class Runner:
@@ -67,11 +50,14 @@ class Runner:
         replica: Replica,
         transport: Transport,
         settings: RunnerSettings,
+        committer: Committer,
     ) -> None:
         self.controller = controller
         self._replica = replica
         self._transport = transport
         self._settings = settings
+        self._commit = committer
+        committer.attach(transport)
         self.queue: WorkQueue[Hashable] = WorkQueue(
             name=controller.queue_name,
             controller=controller.name,
@@ -160,25 +146,4 @@ class Runner:
 
     def _deliver(self, key: str, actions: tuple[Action, ...]) -> bool:
         """Send the actions; True when nothing is left that a retry could fix."""
-        try:
-            ack = self._transport.submit(key, actions).result(timeout=self._settings.ack_timeout)
-        except FutureTimeout:
-            log.warning(
-                "%s: no ack for %s within %.0fs",
-                self.controller.name,
-                key,
-                self._settings.ack_timeout,
-            )
-            return False
-        for failure in ack.failures:
-            level = logging.INFO if failure.kind is FailureKind.NOT_FOUND else logging.WARNING
-            log.log(
-                level,
-                "%s: %s: action %d failed (%s): %s",
-                self.controller.name,
-                key,
-                failure.index,
-                failure.kind.value,
-                failure.message,
-            )
-        return not any(f.kind in RETRYABLE for f in ack.failures)
+        return not needs_retry(self._commit(key, actions))
