@@ -195,7 +195,11 @@ def process_tree(
     service_shards: int = 1,
     service_syncs: int = 10,
     cloud_api_qps: int = 500,
+    cluster_cidr: str = CLUSTER_CIDR,
+    manager_args: str = "",
+    worker_args: str = "",
 ) -> Iterator[None]:
+    """The supervisord tree on `world`; `manager_args`/`worker_args` add flags (tests, bench)."""
     runtime = world.workdir / "run"
     metrics = runtime / "metrics"
     metrics.mkdir(parents=True, mode=0o700)
@@ -208,13 +212,13 @@ def process_tree(
         PYCCM_CLUSTER_NAME="demo",
         PYCCM_CONTROLLERS="*",
         PYCCM_SERVICE_SHARDS=str(service_shards),
-        PYCCM_CLUSTER_CIDR=CLUSTER_CIDR,
+        PYCCM_CLUSTER_CIDR=cluster_cidr,
         PYCCM_MANAGER_ARGS="--secure-port=0 --leader-elect-retry-period=0.5 "
-        f"--kube-api-qps={kube_api_qps} --kube-api-burst={int(kube_api_qps * 1.5)}",
+        f"--kube-api-qps={kube_api_qps} --kube-api-burst={int(kube_api_qps * 1.5)} " + manager_args,
         # A demo-sized cloud API budget: 10 sync threads at ~2 calls each need more than 20/s.
         PYCCM_WORKER_ARGS=f"--node-monitor-period=2 --concurrent-node-syncs={node_syncs} "
         f"--concurrent-service-syncs={service_syncs} "
-        f"--cloud-api-qps={cloud_api_qps} --cloud-api-burst={cloud_api_qps}",
+        f"--cloud-api-qps={cloud_api_qps} --cloud-api-burst={cloud_api_qps} " + worker_args,
         PROMETHEUS_MULTIPROC_DIR=str(metrics),
     )
     supervisord = Path(sys.executable).parent / "supervisord"
