@@ -1,0 +1,72 @@
+"""The controller under the real Runner and WorkQueue (threads, no processes): a node change is
+routed without waiting for the reconciliation period, through the RetryAfter path."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from protocol.messages import Ack, Action, ResultId, SessionId, Topic
+from provider.fake import FakeCloud
+from tests.route_controller.conftest import CLUSTER_CIDRS, make_node
+from workers.route.controller import RouteController, RouteSettings
+from workers.runtime.commit import Committer
+from workers.runtime.replica import Replica
+from workers.runtime.runner import Runner, RunnerSettings
+
+
+class Acking:
+    """A transport standing in for the manager: records the actions and acks them at once."""
+
+    def __init__(self) -> None:
+        self.paused = threading.Event()
+        self.actions: list[Action] = []
+
+    def submit(self, key: str, actions: tuple[Action, ...]) -> Future[Ack]:
+        self.actions.extend(actions)
+        done: Future[Ack] = Future()
+        done.set_result(Ack(session=SessionId("test"), id=ResultId(0)))
+        return done
+
+
+def eventually(condition: Callable[[], bool], *, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_a_new_node_and_an_address_change_are_routed_well_before_the_period() -> None:
+    cloud = FakeCloud()
+    replica = Replica()
+    routes = cloud.routes()
+    assert routes is not None
+    # A period of an hour: only the watch can explain a route appearing within the test.
+    settings = RouteSettings(cluster_cidrs=CLUSTER_CIDRS, reconciliation_period=3600.0)
+    controller = RouteController(replica=replica, routes=routes, settings=settings)
+    runner = Runner(
+        controller=controller,
+        replica=replica,
+        transport=Acking(),
+        settings=RunnerSettings(),
+        committer=Committer(controller=controller.name),
+    )
+    replica.synced.set()
+    runner.start()
+    try:
+        # The start-up reconcile has run once the router has been listed.
+        assert eventually(lambda: len(cloud.calls_of("routes_list")) >= 1)
+        replica.apply(
+            Topic.NODE, "n1", make_node("n1", cidrs=("10.244.1.0/24",), ips=("10.0.0.11",))
+        )
+        assert eventually(lambda: cloud.route_table() == {"10.244.1.0/24": "10.0.0.11"})
+
+        moved = make_node("n1", cidrs=("10.244.1.0/24",), ips=("10.0.0.99",), version="2")
+        replica.apply(Topic.NODE, "n1", moved)
+        assert eventually(lambda: cloud.route_table() == {"10.244.1.0/24": "10.0.0.99"})
+    finally:
+        runner.stop(timeout=5.0)
