@@ -38,6 +38,8 @@ from protocol.views import (
     Taint,
 )
 from provider.fake import FakeCloud
+from provider.interface import LoadBalancers
+from tests.provider_lb.conftest import make_lbs, openstack_sim, sim  # noqa: F401 (fixtures)
 from workers.runtime.replica import Replica
 from workers.service.controller import ServiceController, ServiceSettings
 
@@ -154,12 +156,18 @@ class Harness:
         return [c.method for c in self.cloud.calls]
 
 
-def harness(settings: ServiceSettings | None = None, *, nodes: int = 2) -> Harness:
+def harness(
+    settings: ServiceSettings | None = None,
+    *,
+    nodes: int = 2,
+    load_balancers: LoadBalancers | None = None,
+) -> Harness:
+    """On the fake cloud, or on `load_balancers` (then `cloud` is an idle FakeCloud)."""
     cloud = FakeCloud()
     replica = Replica()
     # The harness needs the controller and the controller the harness's commit.
     box: list[Harness] = []
-    load_balancers = cloud.load_balancers()
+    load_balancers = load_balancers or cloud.load_balancers()
     assert load_balancers is not None
     controller = ServiceController(
         replica=replica,
