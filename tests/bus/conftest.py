@@ -73,7 +73,11 @@ class Bus:
         return Manager(server=server, cache=cache, session=session)
 
     def worker(
-        self, name: str = "node", *, curve: ClientCurve | None = None
+        self,
+        name: str = "node",
+        *,
+        curve: ClientCurve | None = None,
+        topics: tuple[Topic, ...] = (Topic.NODE,),
     ) -> tuple[BusClient, Replica]:
         replica = Replica()
         client = BusClient(
@@ -84,7 +88,7 @@ class Bus:
             ),
             worker=name,
             session=SessionId(uuid.uuid4().hex),
-            topics=(Topic.NODE,),
+            topics=topics,
             replica=replica,
         )
         client.start()

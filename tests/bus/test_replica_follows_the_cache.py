@@ -124,3 +124,15 @@ def test_a_protocol_mismatch_is_refused_for_good(bus: Bus) -> None:
     assert reply.fatal
     assert f"protocol {PROTOCOL_VERSION + 1}" in reply.reason
     sock.close()
+
+
+def test_a_worker_with_no_topics_is_seen_and_never_asks_for_snapshots(bus: Bus) -> None:
+    # A disabled controller's worker: it subscribes to nothing but stays on the bus, so
+    # the manager's /healthz sees it and it follows pause/resume.
+    manager = bus.manager()
+    client, _ = bus.worker("route", topics=())
+    eventually(lambda: "route" in manager.server.workers())
+    first = manager.server.workers()["route"].last_seen
+    # Two more of its heartbeats: by then it has handled the manager's heartbeats too.
+    eventually(lambda: manager.server.workers()["route"].last_seen > first + 1.5)
+    assert client.resnapshots == 0

@@ -331,6 +331,11 @@ class BusClient:
             self.paused.clear()
         if self._awaiting:
             return
+        if not self._topics:
+            # A worker with no topics (a disabled controller) has nothing to snapshot; it
+            # only follows the manager for pause/resume and sends its own heartbeats.
+            self._manager = beat.session
+            return
         if beat.session != self._manager:
             self._resnapshot(dealer, reason="manager restarted")
             return
