@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from protocol.addresses import add_bus_flags, resolve
+from protocol.addresses import add_bus_flags, resolve, server_curve
 from protocol.controllers import parse_controllers
 
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         kube=KubeSettings(
             kubeconfig=args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst
         ),
-        bus=BusSettings(pub_address=pub, router_address=router),
+        bus=BusSettings(pub_address=pub, router_address=router, curve=server_curve(args)),
         election=election,
         leader_elect=args.leader_elect == "true",
         bind_address=args.bind_address,

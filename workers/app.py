@@ -12,7 +12,7 @@ from types import FrameType
 
 from prometheus_client import Gauge
 
-from protocol.addresses import resolve
+from protocol.addresses import client_curve, resolve
 from protocol.controllers import canonical
 from protocol.messages import SessionId
 from provider.errors import ConfigError
@@ -149,7 +149,9 @@ def _transport(
         )
     pub, router = resolve(args)
     return BusClient(
-        settings=BusClientSettings(pub_address=pub, router_address=router),
+        settings=BusClientSettings(
+            pub_address=pub, router_address=router, curve=client_curve(args)
+        ),
         worker=name,
         session=SessionId(uuid.uuid4().hex),
         topics=controller.topics,
