@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -81,3 +83,26 @@ def test_a_leader_that_cannot_renew_loses_the_lease(kube: KubeSimHandle) -> None
     kube.set_faults(error_rates={"update": 1.0})
     eventually(lost.is_set, timeout=10)
     assert not first.leading.is_set()
+
+
+def test_a_leader_whose_lease_is_taken_over_loses_and_leaves_it_alone(kube: KubeSimHandle) -> None:
+    lost = threading.Event()
+    first = elector(kube, "a", lost)
+    first.start()
+    try:
+        eventually(first.leading.is_set)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        spec = {"holderIdentity": "b", "renewTime": now, "leaseDurationSeconds": 60}
+        kube.patch(
+            "leases",
+            "cloud-controller-manager",
+            json.dumps({"spec": spec}).encode(),
+            namespace="kube-system",
+            patch_type="application/merge-patch+json",
+        )
+        eventually(lost.is_set)
+        # Its renewals must not have written over the new holder's record.
+        assert holder(kube) == "b"
+        assert not first.leading.is_set()
+    finally:
+        first.stop()
