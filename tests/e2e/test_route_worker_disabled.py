@@ -1,0 +1,39 @@
+"""An empty `--cluster-cidr` disables the route worker, and nothing else: the tree still
+initializes nodes, no route appears, the worker says why in one line and stays up, so
+supervisord does not restart it in a loop (upstream exits the whole manager instead).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import Tree, initialized, running_tree, supervisorctl, wait_for
+
+pytestmark = pytest.mark.e2e
+
+NODES = ["node-0000", "node-0001"]
+DISABLED = re.compile(r"route ERROR .*the route controller is disabled: --cluster-cidr")
+
+
+@pytest.fixture(scope="module")
+def tree() -> Iterator[Tree]:
+    with running_tree(nodes=2, cluster_cidr="") as tree:
+        yield tree
+
+
+def test_an_empty_cluster_cidr_disables_only_the_route_worker(tree: Tree) -> None:
+    wait_for(lambda: initialized(tree.kube, NODES), timeout=60, what="nodes initialized")
+    log = tree.world.workdir / "tree.log"
+    said = wait_for(
+        lambda: [line for line in log.read_text().splitlines() if DISABLED.search(line)],
+        timeout=30,
+        what="the route worker says it is disabled",
+    )
+    assert len(said) == 1
+    assert tree.cloud.routes() == set()
+    status = supervisorctl(tree.world, "status", "worker-route").split()
+    assert status[:2] == ["worker-route", "RUNNING"]
+    assert log.read_text().count("spawned: 'worker-route'") == 1
