@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import pytest
 
 from kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from kubeapi.errors import NotFound
@@ -252,14 +254,17 @@ class Tree:
 
 @contextmanager
 def running_tree(
+    request: pytest.FixtureRequest,
     *,
     nodes: int,
     servers: int | None = None,
     cluster_cidr: str = CLUSTER_CIDR,
     worker_args: str = "",
 ) -> Iterator[Tree]:
-    """Both simulators and the supervisord tree in a temporary directory (kept for the
-    reader when a test fails: the logs are `kube.log`, `openstack.log`, `tree.log`)."""
+    """Both simulators and the supervisord tree in a temporary directory, removed afterwards
+    unless a test failed meanwhile: then its logs (`kube.log`, `openstack.log`, `tree.log`)
+    stay for the reader."""
+    failed_before = request.session.testsfailed
     workdir = Path(tempfile.mkdtemp(prefix="pyccm-e2e-"))
     with ExitStack() as stack:
         world = stack.enter_context(simulators(workdir, nodes=nodes, latency=0, servers=servers))
@@ -268,6 +273,8 @@ def running_tree(
         stack.callback(kube.client.close)
         clouds_yaml = world.cloud_conf.parent / "clouds.yaml"
         yield Tree(world=world, kube=kube, cloud=Cloud(world.cloud_url, clouds_yaml))
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def initialized(kube: Kube, names: list[str]) -> bool:

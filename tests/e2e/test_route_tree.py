@@ -28,8 +28,8 @@ NEW_ADDRESS = "10.0.0.200"
 
 
 @pytest.fixture(scope="module")
-def tree() -> Iterator[Tree]:
-    with running_tree(nodes=3, worker_args="--node-status-update-frequency=1s") as tree:
+def tree(request: pytest.FixtureRequest) -> Iterator[Tree]:
+    with running_tree(request, nodes=3, worker_args="--node-status-update-frequency=1s") as tree:
         wait_for(lambda: initialized(tree.kube, NODES), timeout=CONVERGE, what="nodes initialized")
         yield tree
 

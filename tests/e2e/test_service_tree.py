@@ -54,8 +54,8 @@ class Seeded:
 
 
 @pytest.fixture(scope="module")
-def seeded() -> Iterator[Seeded]:
-    with running_tree(nodes=3, servers=4) as tree:
+def seeded(request: pytest.FixtureRequest) -> Iterator[Seeded]:
+    with running_tree(request, nodes=3, servers=4) as tree:
         wait_for(lambda: initialized(tree.kube, NODES), timeout=CONVERGE, what="nodes initialized")
         yield Seeded(tree=tree, inventory=tree.cloud.inventory())
 
@@ -191,32 +191,29 @@ def test_annotation_changes_reach_the_listeners_and_health_monitors(tree: Tree) 
     )
 
 
-def test_members_follow_excluded_and_added_nodes(tree: Tree) -> None:
+def test_members_follow_excluded_added_and_deleted_nodes(tree: Tree) -> None:
     tree.kube.create_service("backends", ports=(80,))
     lb_id = wait_balanced(tree, "backends").lb["id"]
+
+    def members_become(nodes: dict[str, str], what: str) -> None:
+        wanted = members((80,), nodes)
+        wait_for(lambda: tree.cloud.members_of(lb_id) == wanted, timeout=CONVERGE, what=what)
+
     tree.kube.patch("/api/v1/nodes/node-0001", {"metadata": {"labels": {EXCLUDE: "true"}}})
-    without = {k: v for k, v in NODE_IPS.items() if k != "node-0001"}
-    wait_for(
-        lambda: tree.cloud.members_of(lb_id) == members((80,), without),
-        timeout=CONVERGE,
-        what="node-0001 no longer a member",
-    )
+    nodes = {k: v for k, v in NODE_IPS.items() if k != "node-0001"}
+    members_become(nodes, "node-0001 excluded")
     # node-0003 has a server; its Node joins the cluster as a kubelet would register it.
     taint = {"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}
     node = {"metadata": {"name": "node-0003"}, "spec": {"taints": [taint]}}
     tree.kube.client.request("POST", "/api/v1/nodes", body=node)
-    with_new = without | {"node-0003": "10.0.0.13"}
-    wait_for(
-        lambda: tree.cloud.members_of(lb_id) == members((80,), with_new),
-        timeout=CONVERGE,
-        what="node-0003 a member once it has its address",
-    )
+    nodes["node-0003"] = "10.0.0.13"
+    members_become(nodes, "node-0003 a member once it has its address")
     tree.kube.patch("/api/v1/nodes/node-0001", {"metadata": {"labels": {EXCLUDE: None}}})
-    wait_for(
-        lambda: tree.cloud.members_of(lb_id) == members((80,), NODE_IPS | with_new),
-        timeout=CONVERGE,
-        what="node-0001 a member again",
-    )
+    nodes["node-0001"] = NODE_IPS["node-0001"]
+    members_become(nodes, "node-0001 a member again")
+    tree.kube.delete("/api/v1/nodes/node-0002")
+    del nodes["node-0002"]
+    members_become(nodes, "deleted node-0002 no longer a member")
 
 
 def test_a_deleted_service_leaves_no_load_balancer_no_floating_ip_and_goes_away(
@@ -232,11 +229,15 @@ def test_a_deleted_service_leaves_no_load_balancer_no_floating_ip_and_goes_away(
     )
 
 
-def test_an_internal_service_gets_its_vip_as_ingress_and_no_floating_ip(tree: Tree) -> None:
+def test_an_internal_service_is_reached_on_its_vip_until_it_is_made_external(tree: Tree) -> None:
     tree.kube.create_service("private", ports=(80,), annotations={INTERNAL: "true"})
-    done = wait_balanced(tree, "private", internal=True)
-    assert done.address.startswith("10.0.")
-    assert not tree.cloud.floating_ips_on(done.lb["vip_port_id"])
+    internal = wait_balanced(tree, "private", internal=True)
+    assert internal.address.startswith("10.0.")
+    assert not tree.cloud.floating_ips_on(internal.lb["vip_port_id"])
+    tree.kube.patch_service("private", {"metadata": {"annotations": {INTERNAL: None}}})
+    external = wait_balanced(tree, "private")
+    assert external.lb["id"] == internal.lb["id"]
+    assert external.address.startswith("172.24.")
 
 
 def test_a_second_service_shares_the_first_ones_load_balancer(tree: Tree) -> None:
