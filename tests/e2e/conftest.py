@@ -98,9 +98,6 @@ class Cloud:
         calls: list[dict[str, Any]] = self._admin("GET", f"/calls?since={since}")["calls"]
         return calls
 
-    def stick(self, lb_id: str) -> None:
-        self._admin("POST", f"/loadbalancers/{lb_id}/stick")
-
     def lbs_named(self, name: str) -> list[dict[str, Any]]:
         return [lb for lb in self.rows("loadbalancer") if lb["name"] == name]
 
