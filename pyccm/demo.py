@@ -222,7 +222,9 @@ def process_tree(
         PROMETHEUS_MULTIPROC_DIR=str(metrics),
     )
     supervisord = Path(sys.executable).parent / "supervisord"
-    with open(world.workdir / "tree.log", "wb") as log:
+    # Append mode: supervisord and its children (stdout_logfile=/dev/stdout) each write
+    # through their own file offset; with "wb" they would overwrite each other's lines.
+    with open(world.workdir / "tree.log", "ab") as log:
         process = subprocess.Popen(
             [str(supervisord), "-c", str(REPO / "supervisord.conf")],
             env=env,

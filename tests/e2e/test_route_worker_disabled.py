@@ -40,11 +40,6 @@ def test_an_empty_cluster_cidr_disables_only_the_route_worker(tree: Tree) -> Non
     assert log.read_text().count("spawned: 'worker-route'") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyccm/demo.py process_tree opens tree.log with 'wb' (no O_APPEND): supervisord "
-    "writes its own lines at its own offset over the lines its children appended",
-)
 def test_the_tree_log_keeps_the_processes_lines_when_supervisord_writes_again(tree: Tree) -> None:
     log = tree.world.workdir / "tree.log"
     wait_for(lambda: DISABLED.search(log.read_text()), timeout=30, what="the disabled line")

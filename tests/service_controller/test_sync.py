@@ -150,6 +150,22 @@ def test_a_deleted_service_loses_its_load_balancer_then_its_finalizer(h: Harness
     assert h.replica.service(KEY) is None
 
 
+def test_a_cleanup_rerun_before_the_finalizer_echo_calls_no_cloud(h: Harness) -> None:
+    ensured(h)
+    service = h.replica.service(KEY)
+    assert service is not None
+    meta = msgspec.structs.replace(service.metadata, deletion_timestamp="2026-11-21T00:00:00Z")
+    deleting = msgspec.structs.replace(service, metadata=meta)
+    h.put(deleting)
+    h.controller.sync(KEY)
+    h.cloud.calls.clear()
+    # The queue re-runs the key (another update came in) before the watch shows the
+    # finalizer gone: the replica still holds the Service with it.
+    h.put(deleting)
+    h.controller.sync(KEY)
+    assert h.cloud.calls == []
+
+
 def test_a_switch_to_cluster_ip_deletes_the_load_balancer_and_clears_the_status(h: Harness) -> None:
     ensured(h)
     old = h.replica.service(KEY)

@@ -94,7 +94,9 @@ class Runner:
 
     def _every(self, periodic: Periodic) -> None:
         # The first run waits for the replica so it does not act on an empty cache.
-        self._replica.synced.wait()
+        while not self._replica.synced.wait(0.5):
+            if self._stop.is_set():
+                return
         while not self._stop.is_set():
             try:
                 periodic.run()

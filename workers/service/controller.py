@@ -134,6 +134,9 @@ class ServiceController:
         self._lock = threading.Lock()
         self._synced: dict[str, Synced] = {}
         self._resync_due: set[str] = set()
+        # Services whose cleanup landed (key -> uid): a re-run before the watch shows the
+        # finalizer gone must not call the cloud again.
+        self._cleaned: dict[str, str] = {}
         # The backend node set, recomputed only after a node change that can alter it.
         self._backends_version = 0
         self._backends: tuple[int, Backends] | None = None
@@ -152,6 +155,7 @@ class ServiceController:
             # Deleted: only a Service this process gave a load balancer has work left
             # (with our finalizer, the delete showed up earlier as a deletionTimestamp).
             with self._lock:
+                self._cleaned.pop(key, None)
                 return (key,) if key in self._synced else ()
         # Level-triggered: sync compares the Service with what was last done, so an
         # echo of our own status write or a label edit costs no cloud call.
@@ -219,6 +223,10 @@ class ServiceController:
 
     def _cleanup(self, key: str, service: Service) -> None:
         """Delete the load balancer, then clear the status and drop the finalizer."""
+        with self._lock:
+            if self._cleaned.get(key) == service.metadata.uid:
+                # Done and acked; the replica has not seen the finalizer go yet.
+                return
         events = self._delete_load_balancer(service)
         status = service.status.load_balancer.ingress
         if FINALIZER in service.metadata.finalizers or status:
@@ -232,8 +240,10 @@ class ServiceController:
                 )
             )
         events.append(_event(service, "DeletedLoadBalancer", "Deleted load balancer"))
-        self._write(key, tuple(events))
-        self._forget(key)
+        if self._write(key, tuple(events)):
+            self._forget(key)
+            with self._lock:
+                self._cleaned[key] = service.metadata.uid
 
     def _delete_orphan(self, key: str, service: Service) -> None:
         """The path without a finalizer: the Service object is gone, its LB may not be."""
@@ -440,11 +450,13 @@ class ServiceController:
         with self._lock:
             self._synced[key] = Synced(service=service, spec=spec, backends=backends)
             self._resync_due.discard(key)
+            self._cleaned.pop(key, None)
 
     def _forget(self, key: str) -> None:
         with self._lock:
             self._synced.pop(key, None)
             self._resync_due.discard(key)
+            self._cleaned.pop(key, None)
 
     def _write(self, key: str, actions: tuple[Action, ...]) -> bool:
         """Commit and wait for the ack. False when the Service is gone or was re-created
