@@ -43,6 +43,7 @@ bench: setup
 	$(RUN) python -m bench.openstack_sim
 	$(RUN) python -m bench.manager
 	$(RUN) python -m bench.e2e_init
+	$(RUN) python -m bench.service_scale
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache
