@@ -41,7 +41,7 @@ from provider.fake import FakeCloud
 from provider.interface import LoadBalancers
 from tests.provider_lb.conftest import make_lbs, openstack_sim, sim  # noqa: F401 (fixtures)
 from workers.runtime.replica import Replica
-from workers.service.controller import ServiceController, ServiceSettings
+from workers.service.controller import SWEEP, ServiceController, ServiceSettings
 
 
 def make_node(
@@ -146,6 +146,12 @@ class Harness:
         topic = Topic.NODE if isinstance(obj, Node) else Topic.SERVICE
         self.replica.apply(topic, obj.key, obj)
 
+    def sweep(self) -> list[str]:
+        """Run the node-driven sweep; the Service keys it enqueued."""
+        self.enqueued.clear()
+        self.controller.sync(SWEEP)
+        return list(self.enqueued)
+
     def events(self) -> list[str]:
         return [a.reason for c in self.commits for a in c.actions if isinstance(a, RecordEvent)]
 
@@ -177,7 +183,9 @@ def harness(
     )
     h = Harness(cloud=cloud, replica=replica, controller=controller)
     box.append(h)
-    # As the runner does: every replica change goes through keys_for.
+    # As the runner does: periodics first (they hand over the queue's add), then every
+    # replica change goes through keys_for.
+    controller.periodics(h.enqueued.append)
     replica.listen(
         lambda topic, key, old, new: h.enqueued.extend(controller.keys_for(topic, key, old, new))
     )

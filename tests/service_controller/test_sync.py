@@ -11,7 +11,7 @@ from provider.errors import CloudError, ImplementedElsewhere, RetryAfter
 from provider.fake import ANNOTATION_LB_ID
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
 from workers.runtime.controller import SyncFailed
-from workers.service.controller import ServiceSettings
+from workers.service.controller import SWEEP, ServiceSettings
 from workers.service.policy import FINALIZER, Shard
 
 KEY = "default/web"
@@ -74,7 +74,8 @@ def test_a_new_node_updates_the_members_only(h: Harness) -> None:
     ensured(h)
     node = make_node("n3")
     h.put(node)
-    assert h.controller.keys_for(Topic.NODE, "n3", None, node) == [KEY]
+    assert h.controller.keys_for(Topic.NODE, "n3", None, node) == (SWEEP,)
+    assert h.sweep() == [KEY]
     h.controller.sync(KEY)
     lb = h.cloud.load_balancer(KEY)
     assert lb is not None
@@ -105,7 +106,7 @@ def test_excluded_autoscaled_away_and_deleting_nodes_leave_the_backends(
     ensured(h)
     new = make_node("n2", version="2", **change)  # type: ignore[arg-type]
     h.put(new)
-    assert h.controller.keys_for(Topic.NODE, "n2", make_node("n2"), new) == [KEY]
+    assert h.controller.keys_for(Topic.NODE, "n2", make_node("n2"), new) == (SWEEP,)
     h.controller.sync(KEY)
     lb = h.cloud.load_balancer(KEY)
     assert lb is not None
@@ -336,3 +337,15 @@ def test_update_events_list_at_most_twenty_node_names() -> None:
     assert "<4 more>" in message
     assert "(total 24)" in message
     assert isinstance(h.actions(PatchServiceAnnotations)[0], PatchServiceAnnotations)
+
+
+def test_a_burst_of_node_changes_is_one_sweep_key_not_every_service_per_node() -> None:
+    h = harness(nodes=0)
+    for index in range(50):
+        h.put(make_service(f"s{index}"))
+    h.enqueued.clear()
+    for index in range(200):
+        h.put(make_node(f"n{index}"))
+    # The queue dedupes the one key; without the sweep it would be 200 x 50 Service keys.
+    assert set(h.enqueued) == {SWEEP}
+    assert len(set(h.sweep())) == 50

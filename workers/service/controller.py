@@ -63,6 +63,8 @@ from workers.service.policy import (
 log = logging.getLogger(__name__)
 
 COMPONENT = "service-controller"
+# The queue key of a node-driven sweep (never a Service key: those hold a "/").
+SWEEP = "@nodes"
 # Upstream lists at most this many node names in an event.
 EVENT_NODE_NAMES = 20
 
@@ -140,6 +142,8 @@ class ServiceController:
         # The backend node set, recomputed only after a node change that can alter it.
         self._backends_version = 0
         self._backends: tuple[int, Backends] | None = None
+        # Set by `periodics` (the runner calls it before any sync): how the sweep enqueues.
+        self._enqueue: Callable[[str], None] = _unstarted
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return service_controller_rate_limiter()
@@ -173,15 +177,18 @@ class ServiceController:
             return ()
         with self._lock:
             self._backends_version += 1
-        # Every owned LB Service, not only those synced so far: one whose first ensure is
-        # running now is re-run after it (the queue marks it dirty) with the new set.
-        return self._owned_load_balancers()
+        # One sweep key, not every Service key: the queue folds a burst of node changes
+        # (a snapshot of 5,000 nodes, a zone coming back) into one or two sweeps instead
+        # of enqueueing every Service once per node.
+        return (SWEEP,)
 
     def _owned_load_balancers(self) -> list[str]:
         owns = self._settings.shard.owns
         return [s.key for s in self._replica.services() if wants_load_balancer(s) and owns(s.key)]
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        self._enqueue = enqueue
+
         def resync() -> None:
             owned = self._owned_load_balancers()
             with self._lock:
@@ -194,6 +201,12 @@ class ServiceController:
     # --- sync -------------------------------------------------------------------------
 
     def sync(self, key: str) -> tuple[Action, ...]:
+        if key == SWEEP:
+            # Every owned LB Service, not only those synced so far: one whose first ensure
+            # is running now is re-run after it (the queue marks it dirty) with the new set.
+            for owned in self._owned_load_balancers():
+                self._enqueue(owned)
+            return ()
         service = self._replica.service(key)
         with self._lock:
             prior = self._synced.get(key)
@@ -474,6 +487,10 @@ class ServiceController:
         reason = "SyncLoadBalancerFailed"
         event = _event(service, reason, f"Error syncing load balancer: {message}", warning=True)
         return SyncFailed(message, actions=(event,))
+
+
+def _unstarted(key: str) -> None:
+    raise RuntimeError("ServiceController.periodics() must run before a sweep")
 
 
 def _may_have_ours(service: Service, prior: Synced | None) -> bool:
