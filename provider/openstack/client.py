@@ -55,8 +55,9 @@ Params = Mapping[str, str | int | Iterable[str]] | None
 # as RetryAfter, so a throttled cloud never pins a sync thread for minutes.
 MAX_INLINE_RETRY_WAIT = 5.0
 MAX_ATTEMPTS = 3
-# HTTP connection pool per host: above the default 10 concurrent service syncs.
-POOL_SIZE = 32
+# HTTP connection pool per host: above the sync threads a worker is likely to run (the
+# benchmark's 50 service syncs overflowed 32: urllib3 warned and dropped connections).
+POOL_SIZE = 100
 _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$|/$")
 _RETRY_STATUSES = frozenset({429, 503})
 _NOT_RETRYABLE = frozenset({400, 401, 403, 405, 413})
