@@ -248,9 +248,10 @@ def watch_progress(world: World, *, nodes: int, services: int, timeout: float) -
     started = time.monotonic()
     state = converged_state(kube, cloud)
     while not state.done(nodes=nodes, services=services):
-        print(f"\r{state.progress(nodes=nodes, services=services)}", end="", flush=True)
+        progress = state.progress(nodes=nodes, services=services)
+        print(f"\r{progress}", end="", flush=True)
         if time.monotonic() > deadline:
-            print(f"\nnot converged within {timeout:.0f}s: {state.missing(nodes, services)}")
+            print(f"\nnot converged within {timeout:.0f}s: {progress}")
             print(f"logs: {world.workdir} (kept)")
             return 1
         time.sleep(0.5)
@@ -312,9 +313,6 @@ class State:
             f"services with a load balancer {len(self.with_ingress())}/{services}   "
             f"pod routes {len(self.routed())}/{nodes}"
         )
-
-    def missing(self, nodes: int, services: int) -> str:
-        return self.progress(nodes=nodes, services=services)
 
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
