@@ -103,7 +103,7 @@ class FakeCall:
 
 @dataclass
 class _Knobs:
-    failures: dict[FakeMethod, list[ProviderError]] = field(default_factory=dict)
+    failures: dict[FakeMethod, list[Exception]] = field(default_factory=dict)
     delays: dict[FakeMethod, float] = field(default_factory=dict)
     lb_pending_syncs: int = 0
     lb_retry_delay: float = 1.0
@@ -190,8 +190,9 @@ class FakeCloud:
             for server in [s for s in self._servers.values() if s.name == name]:
                 self._servers[server.server_id] = replace(server, shutdown=shutdown)
 
-    def fail_next(self, method: FakeMethod, error: ProviderError, *, times: int = 1) -> None:
-        """The next `times` calls of `method` raise `error` (before touching any state)."""
+    def fail_next(self, method: FakeMethod, error: Exception, *, times: int = 1) -> None:
+        """The next `times` calls of `method` raise `error` (before touching any state); any
+        exception, so tests can play a library failing in a way nobody foresaw."""
         with self._lock:
             self._knobs.failures.setdefault(method, []).extend([error] * times)
 

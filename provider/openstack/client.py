@@ -14,7 +14,10 @@ It owns the process's single openstacksdk `Connection` and adds what upstream la
   `openstack_api_request_duration_seconds`, label `request` = `<resource>_<op>`), one
   observation per HTTP attempt;
 * failures mapped to `provider.errors` (404 → `CloudNotFound`, 409 → `CloudConflict`, ...),
-  the library's exception chained, and every message scrubbed of the configured secrets.
+  the library's exception chained, and every message scrubbed of the configured secrets;
+* every list is read whole: `list_all` follows the `<collection>_links` "next" link that
+  Octavia and Nova add when a list passes their page cap (1,000 items by default) and
+  Neutron adds when paging is on, so a pool of 1,500 members is never read as 1,000.
 
 Calls are raw REST through the service proxies: the provider decodes exactly the fields it
 reads into msgspec structs (STYLE 5), makes exactly the calls upstream makes (so the call
@@ -25,10 +28,12 @@ member PUT).
 from __future__ import annotations
 
 import email.utils
+import functools
 import importlib.metadata
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
 
 ServiceType = Literal["compute", "network", "load-balancer"]
 T = TypeVar("T")
+ItemT = TypeVar("ItemT", bound=msgspec.Struct)
 Params = Mapping[str, str | int | Iterable[str]] | None
 
 # A Retry-After up to this long is waited for inline; longer ones go back to the worker
@@ -59,6 +65,8 @@ MAX_ATTEMPTS = 3
 # benchmark's 50 service syncs overflowed 32: urllib3 warned and dropped connections).
 POOL_SIZE = 100
 _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$|/$")
+# A list longer than this many pages is a server that does not advance its marker.
+MAX_PAGES = 10_000
 _RETRY_STATUSES = frozenset({429, 503})
 _NOT_RETRYABLE = frozenset({400, 401, 403, 405, 413})
 
@@ -259,16 +267,27 @@ class OpenStackClient:
             return self._proxies[service]
 
     def service_root(self, service: ServiceType) -> str:
-        """The unversioned root of a service (where its version list lives)."""
+        """The unversioned root of a service (where its version list lives): the configured
+        endpoint override, else the catalog's URL, found without version discovery."""
         from keystoneauth1 import exceptions as ksa_exceptions
 
+        config = self._connection.config
         try:
-            data = self.proxy(service).get_endpoint_data()
+            url = config.get_endpoint(service) or self._connection.session.get_endpoint(
+                service_type=service,
+                interface=config.get_interface(service),
+                region_name=config.get_region_name(service),
+                skip_discovery=True,
+            )
+        except ksa_exceptions.EndpointNotFound as exc:
+            raise CloudError(
+                f"no {service} endpoint in the service catalog", retryable=False
+            ) from exc
         except ksa_exceptions.ClientException as exc:
             raise self._transport_error(f"{service}_endpoint", "GET", "(catalog)", exc) from exc
-        if data is None or not data.catalog_url:
+        if not url:
             raise CloudError(f"no {service} endpoint in the service catalog", retryable=False)
-        return _VERSION_SUFFIX.sub("", str(data.catalog_url)) + "/"
+        return _VERSION_SUFFIX.sub("", str(url)) + "/"
 
     def call(
         self,
@@ -312,6 +331,45 @@ class OpenStackClient:
             return msgspec.json.decode(content, type=decode_as)
         except msgspec.DecodeError as exc:
             raise CloudError(f"{kwargs.get('request')}: unexpected response body ({exc})") from exc
+
+    def list_all(
+        self,
+        item: type[ItemT],
+        service: ServiceType,
+        path: str,
+        *,
+        key: str,
+        request: str,
+        params: Params = None,
+        microversion: str | None = None,
+    ) -> list[ItemT]:
+        """Every item of a collection (`key`: `members`, `servers`, ...), page after page.
+
+        The next page is asked of the same endpoint with the `marker` (and `limit`) of the
+        server's "next" link: its host part may be an address only the server knows (a
+        proxy's, or the one the request came in on).
+        """
+        page_type = _page_of(key, item)
+        query: dict[str, Any] = dict(params or {})
+        items: list[ItemT] = []
+        for _ in range(MAX_PAGES):
+            page = self.call_json(
+                page_type,
+                service,
+                "GET",
+                path,
+                request=request,
+                params=query,
+                microversion=microversion,
+            )
+            items.extend(getattr(page, key))
+            following = _next_page(page.links)
+            if following is None:
+                return items
+            if following.get("marker") in (None, query.get("marker")):
+                raise CloudError(f"{request}: the next-page link of {path} does not advance")
+            query |= following
+        raise CloudError(f"{request}: {path} has more than {MAX_PAGES} pages")
 
     def _attempt(
         self, service: ServiceType, method: str, path: str, *, request: str, options: dict[str, Any]
@@ -368,6 +426,37 @@ class OpenStackClient:
     def _transport_error(self, request: str, method: str, path: str, exc: Exception) -> CloudError:
         detail = self._redact(str(exc))[:300]
         return CloudError(f"{request}: {method} {path} failed: {type(exc).__name__}: {detail}")
+
+
+# --- pages ----------------------------------------------------------------------------------------
+
+
+class Link(msgspec.Struct, frozen=True):
+    href: str = ""
+    rel: str = ""
+
+
+@functools.cache
+def _page_of(key: str, item: type[msgspec.Struct]) -> type[Any]:
+    """`{key: [item], key_links: [link]}` as a msgspec Struct, built once per collection."""
+    return msgspec.defstruct(
+        f"{key}_page",
+        [
+            (key, list[item]),  # type: ignore[valid-type]
+            ("links", list[Link], msgspec.field(default_factory=list, name=f"{key}_links")),
+        ],
+        frozen=True,
+    )
+
+
+def _next_page(links: list[Link]) -> dict[str, str] | None:
+    """`marker` and `limit` (and `page_reverse`) of the "next" link; None on the last page."""
+    for link in links:
+        if link.rel == "next":
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(link.href).query)
+            wanted = ("marker", "limit", "page_reverse")
+            return {name: query[name][-1] for name in wanted if name in query}
+    return None
 
 
 # --- building the one Connection ---------------------------------------------------------------

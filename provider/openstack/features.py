@@ -1,10 +1,20 @@
 """What this cloud can do: Octavia's API version and Neutron's extensions, read once.
 
-Upstream reads the Octavia root document once per process and takes the **last** entry's
-id (`v2.27`) as the API version (reference §3.3); an unreadable document means every
-feature is off. Neutron extensions decide whether routes are offered and how they are
-written (`extraroute-atomic`, `allowed-address-pairs`). Both are cached for the life of
-the process, like upstream; a restart picks up an upgraded cloud.
+Upstream reads the Octavia root document once per process and takes the last entry's id
+(`v2.27`) as the API version (reference §3.3). Here:
+
+* the document is read at the unversioned root of the catalog's load-balancer endpoint,
+  found without keystoneauth's version discovery (the real Octavia answers discovery of
+  `<root>/v2.0` with a bare JSON string, which keystoneauth cannot read);
+* the highest `vX.Y` id wins, whatever the order of the list;
+* a failed read (5xx, timeout, 429, an auth error) is **not** remembered: the sync fails
+  and is retried, so one transient error never switches features off for the life of the
+  process; only an answered but missing or unreadable document (404, not JSON, no version
+  ids) settles on "no version" (every gated feature off), logged once.
+
+Neutron extensions decide whether routes are offered and how they are written
+(`extraroute-atomic`, `allowed-address-pairs`). Both facts are cached for the life of the
+process, like upstream; a restart picks up an upgraded cloud.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from provider.errors import ProviderError
+from provider.errors import CloudNotFound
 from provider.openstack.client import OpenStackClient
 from provider.openstack.resources import ExtensionList
 
@@ -64,7 +74,7 @@ class OctaviaFeatures:
 
 
 def parse_version_list(content: bytes) -> tuple[int, int] | None:
-    """The last `vX.Y` id of a version document (`{"versions": [...]}` or `.values`)."""
+    """The highest `vX.Y` id of a version document (`{"versions": [...]}` or `.values`)."""
     try:
         document: Any = msgspec.json.decode(content)
     except msgspec.DecodeError:
@@ -72,10 +82,14 @@ def parse_version_list(content: bytes) -> tuple[int, int] | None:
     versions = document.get("versions") if isinstance(document, dict) else None
     if isinstance(versions, dict):
         versions = versions.get("values")
-    if not isinstance(versions, list) or not versions or not isinstance(versions[-1], dict):
+    if not isinstance(versions, list):
         return None
-    match = _VERSION_ID.match(str(versions[-1].get("id", "")))
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    found = [
+        (int(match.group(1)), int(match.group(2)))
+        for entry in versions
+        if isinstance(entry, dict) and (match := _VERSION_ID.match(str(entry.get("id", ""))))
+    ]
+    return max(found, default=None)
 
 
 class CloudFeatures:
@@ -108,10 +122,18 @@ class CloudFeatures:
         return OctaviaFeatures(version=self.octavia_version(), lb_provider=lb_provider)
 
     def _read_octavia_version(self) -> tuple[int, int] | None:
+        """A CloudError other than 404 propagates (not cached: the caller's sync retries)."""
+        root = self._client.service_root("load-balancer")
         try:
-            root = self._client.service_root("load-balancer")
             content = self._client.call("load-balancer", "GET", root, request="version_list")
-        except ProviderError as exc:
-            log.warning("Octavia version list unreadable, all load-balancer features off: %s", exc)
-            return None
-        return parse_version_list(content)
+        except CloudNotFound:
+            content = b""
+        version = parse_version_list(content)
+        if version is None:
+            log.warning(
+                "Octavia has no readable version document at %s: every load-balancer "
+                "feature that needs an API version (tags, timeouts, allowed_cidrs, flavors, "
+                "availability zones) is off",
+                root,
+            )
+        return version

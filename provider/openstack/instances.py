@@ -40,10 +40,8 @@ from provider.openstack.resources import (
     NetworkEnvelope,
     Port,
     PortEnvelope,
-    PortList,
     Server,
     ServerEnvelope,
-    ServerList,
 )
 
 SCHEME = "openstack"
@@ -145,20 +143,20 @@ class OpenStackInstances:
         return envelope.server
 
     def _server_by_name(self, name: str) -> Server:
-        listing = self._client.call_json(
-            ServerList,
+        servers = self._client.list_all(
+            Server,
             "compute",
-            "GET",
             "/servers/detail",
+            key="servers",
             request="server_list",
             params={"name": f"^{quote_meta(name)}$"},
             microversion=self._compute_microversion(),
         )
-        if not listing.servers:
+        if not servers:
             raise InstanceNotFound(f"no server named {name!r}")
-        if len(listing.servers) > 1:
-            raise AmbiguousInstance(f"{len(listing.servers)} servers are named {name!r}")
-        return listing.servers[0]
+        if len(servers) > 1:
+            raise AmbiguousInstance(f"{len(servers)} servers are named {name!r}")
+        return servers[0]
 
     def _compute_microversion(self) -> str | None:
         """2.47 when Nova offers it (read from version discovery once), else none."""
@@ -182,15 +180,14 @@ class OpenStackInstances:
         return "2.47" if highest >= FLAVOR_MICROVERSION else None
 
     def _ports(self, server_id: str) -> list[Port]:
-        listing = self._client.call_json(
-            PortList,
+        return self._client.list_all(
+            Port,
             "network",
-            "GET",
             "/ports",
+            key="ports",
             request="port_list",
             params={"device_id": server_id},
         )
-        return listing.ports
 
     def _subport_addresses(self, ports: list[Port]) -> dict[str, list[str]]:
         """Fixed IPs of trunk subports by network name. Failures are skipped, as upstream."""

@@ -40,10 +40,6 @@ class ServerEnvelope(_Json, frozen=True):
     server: Server
 
 
-class ServerList(_Json, frozen=True):
-    servers: list[Server]
-
-
 class Flavor(_Json, frozen=True):
     id: str
     name: str = ""
@@ -87,14 +83,6 @@ class Port(_Json, frozen=True):
 
 class PortEnvelope(_Json, frozen=True):
     port: Port
-
-
-class PortList(_Json, frozen=True):
-    ports: list[Port]
-
-
-class NetworkList(_Json, frozen=True):
-    networks: list[Network]
 
 
 class Network(_Json, frozen=True):

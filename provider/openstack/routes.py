@@ -29,7 +29,6 @@ from provider.openstack.client import OpenStackClient
 from provider.openstack.resources import (
     AddressPair,
     Port,
-    PortList,
     Router,
     RouterEnvelope,
     RouterRoute,
@@ -108,7 +107,9 @@ class OpenStackRoutes:
         hop = route.target_node if route.blackhole else next_hop(route)
         entry = RouterRoute(destination=route.destination_cidr, nexthop=hop)
         undo = self._remove_route(entry)
-        if route.blackhole or not self._address_pairs:
+        # A blackhole's node is gone from the cluster, but its server (and the port holding
+        # the pair) may live on: the pair goes with the route, as upstream does.
+        if not self._address_pairs:
             return
         try:
             self._remove_address_pair(entry)
@@ -171,30 +172,30 @@ class OpenStackRoutes:
     # --- allowed address pairs -------------------------------------------------------------------
     def _networks(self, *, refresh: bool = False) -> frozenset[str]:
         if self._router_networks is None or refresh:
-            listing = self._client.call_json(
-                PortList,
+            ports = self._client.list_all(
+                Port,
                 "network",
-                "GET",
                 "/ports",
+                key="ports",
                 request="port_list",
                 params={"device_id": self._router_id},
             )
-            self._router_networks = frozenset(p.network_id for p in listing.ports)
+            self._router_networks = frozenset(p.network_id for p in ports)
         return self._router_networks
 
     def _port_of(self, address: str) -> Port:
         """The one port on a router network holding `address` (CloudNotFound if none)."""
-        listing = self._client.call_json(
-            PortList,
+        ports = self._client.list_all(
+            Port,
             "network",
-            "GET",
             "/ports",
+            key="ports",
             request="port_list",
             params={"fixed_ips": [f"ip_address={address}"]},
         )
         for refresh in (False, True):
             networks = self._networks(refresh=refresh)
-            matches = [p for p in listing.ports if p.network_id in networks]
+            matches = [p for p in ports if p.network_id in networks]
             if len(matches) == 1:
                 return matches[0]
             if len(matches) > 1:

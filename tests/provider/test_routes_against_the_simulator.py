@@ -156,19 +156,21 @@ def test_a_failed_address_pair_rolls_the_route_back(
     assert [c for c in sim.calls() if c.path.endswith("/remove_extraroutes")]
 
 
-def test_next_hops_no_node_owns_are_listed_as_blackholes_and_deleted_without_port_calls(
+def test_a_deleted_nodes_route_is_a_blackhole_and_goes_with_its_address_pair(
     sim: OpenStackSimHandle, make_cloud: MakeCloud
 ) -> None:
+    # The Node is gone from the cluster, its server is not: upstream removes the route and
+    # the pod CIDR's address pair from the server's port.
     routes = routes_of(make_cloud)
     routes.create(name_hint="uid-1", route=route_to(1))
+    assert pairs_of(sim, seed_node(1).internal_ip) == [seed_node(1).pod_cidr]
 
     listed = routes.list(nodes=[])
-    mark = sim.mark()
     routes.delete(route=listed[0])
 
     assert [(r.target_node, r.blackhole) for r in listed] == [(seed_node(1).internal_ip, True)]
     assert router_routes(sim) == []
-    assert not [c for c in sim.calls(since=mark) if "/ports" in c.path]
+    assert pairs_of(sim, seed_node(1).internal_ip) == []
 
 
 def test_without_allowed_address_pairs_no_port_is_touched(

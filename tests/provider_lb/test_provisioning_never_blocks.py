@@ -52,6 +52,7 @@ def test_octavias_409_while_busy_ends_the_sync_and_the_next_one_finishes_the_wor
     statuses = [(c.method, c.status) for c in sim.writes(since=mark)]
     assert statuses == [("POST", 201), ("POST", 409)]
     sim.settle()
+    sim.set_knobs(provisioning_delay_s=0.0)
     ensure(lbs, grown, nodes(2))
     assert len(sim.resources("listener")) == 2
     assert len(sim.resources("pool")) == 2

@@ -8,7 +8,7 @@ import pytest
 from protocol.messages import FailureKind, PatchServiceAnnotations, PatchServiceStatus, Topic
 from protocol.views import Taint
 from provider.errors import CloudError, ImplementedElsewhere, RetryAfter
-from provider.fake import ANNOTATION_LB_ID
+from provider.fake import ANNOTATION_LB_ID, FakeMethod
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
 from workers.runtime.controller import SyncFailed
 from workers.service.controller import SWEEP, ServiceSettings
@@ -225,6 +225,32 @@ def test_a_cloud_error_is_a_warning_and_the_next_sync_ensures_again(h: Harness) 
     assert "octavia is down" in getattr(event, "message", "")
     h.controller.sync(KEY)
     assert h.cloud.load_balancer(KEY) is not None
+
+
+@pytest.mark.parametrize("method", ["lb_ensure", "lb_get"])
+def test_an_unexpected_exception_is_a_warning_without_its_text_and_is_retried(
+    h: Harness, method: FakeMethod
+) -> None:
+    # The real Octavia once made keystoneauth raise a TypeError: that must reach the
+    # Service as the upstream Warning (never only a log line), for a create and a delete.
+    secret = "s3cr3t-in-a-library-message"
+    h.cloud.fail_next(method, TypeError(f"string indices must be integers {secret}"))
+    if method == "lb_get":
+        ensured(h)
+        service = h.replica.service(KEY)
+        assert service is not None
+        meta = msgspec.structs.replace(service.metadata, deletion_timestamp="2026-11-24T00:00:00Z")
+        h.put(msgspec.structs.replace(service, metadata=meta))
+    else:
+        h.put(make_service())
+    with pytest.raises(SyncFailed) as failed:
+        h.controller.sync(KEY)
+    (event,) = [a for a in failed.value.actions if getattr(a, "type", "") == "Warning"]
+    assert getattr(event, "reason", "") in {"SyncLoadBalancerFailed", "DeleteLoadBalancerFailed"}
+    assert "unexpected TypeError" in getattr(event, "message", "")
+    assert secret not in getattr(event, "message", "")
+    h.controller.sync(KEY)
+    assert (h.cloud.load_balancer(KEY) is None) == (method == "lb_get")
 
 
 def test_a_failed_member_update_warns_and_falls_back_to_a_full_ensure(h: Harness) -> None:

@@ -273,9 +273,10 @@ class ServiceController:
             exists = self._lbs.get(service=service) is not None
         except RetryAfter:
             raise
-        except ProviderError as error:
+        except Exception as error:  # any failure, ours or a library's: a Warning event
             raise self._failed(
-                service, f"failed to check if load balancer exists before cleanup: {error}"
+                service,
+                f"failed to check if load balancer exists before cleanup: {_describe(error)}",
             ) from error
         if not exists:
             return []
@@ -286,14 +287,14 @@ class ServiceController:
             provider_events = ()
         except RetryAfter:
             raise
-        except ProviderError as error:
+        except Exception as error:  # any failure, ours or a library's: a Warning event
             failed = _event(
                 service,
                 "DeleteLoadBalancerFailed",
-                f"Error deleting load balancer: {error}",
+                f"Error deleting load balancer: {_describe(error)}",
                 warning=True,
             )
-            raise SyncFailed(str(error), actions=(*actions, failed)) from error
+            raise SyncFailed(_describe(error), actions=(*actions, failed)) from error
         return [*actions, *_provider_events(service, provider_events)]
 
     # --- the ensure branch --------------------------------------------------------------
@@ -344,15 +345,15 @@ class ServiceController:
             return
         except RetryAfter:
             raise
-        except ProviderError as error:
+        except Exception as error:  # any failure, ours or a library's: a Warning event
             raise SyncFailed(
-                str(error),
+                _describe(error),
                 actions=(
                     *actions,
                     _event(
                         service,
                         "SyncLoadBalancerFailed",
-                        f"Error syncing load balancer: {error}",
+                        f"Error syncing load balancer: {_describe(error)}",
                         warning=True,
                     ),
                 ),
@@ -411,7 +412,7 @@ class ServiceController:
             provider_events = ()
         except RetryAfter:
             raise
-        except ProviderError as error:
+        except Exception as error:  # any failure, ours or a library's: a Warning event
             if self._load_balancer_gone(service):
                 self._record(key, service, prior.spec, backends.ids)
                 return
@@ -423,10 +424,10 @@ class ServiceController:
             failed = _event(
                 service,
                 "UpdateLoadBalancerFailed",
-                f"Error updating load balancer with new hosts {names}, error: {error}",
+                f"Error updating load balancer with new hosts {names}, error: {_describe(error)}",
                 warning=True,
             )
-            raise SyncFailed(str(error), actions=(failed,)) from error
+            raise SyncFailed(_describe(error), actions=(failed,)) from error
         finally:
             HOST_LATENCY.observe(time.monotonic() - started)
         done = (
@@ -440,7 +441,7 @@ class ServiceController:
     def _load_balancer_gone(self, service: Service) -> bool:
         try:
             return self._lbs.get(service=service) is None
-        except ProviderError:
+        except Exception:  # unknown: assume it is there, retry the update
             return False
 
     # --- bookkeeping ------------------------------------------------------------------
@@ -491,6 +492,15 @@ class ServiceController:
         reason = "SyncLoadBalancerFailed"
         event = _event(service, reason, f"Error syncing load balancer: {message}", warning=True)
         return SyncFailed(message, actions=(event,))
+
+
+def _describe(error: Exception) -> str:
+    """The provider's own messages are built secret-free; anything else (a library's bug, a
+    surprise response) is named by its type only, with the traceback in this worker's log."""
+    if isinstance(error, ProviderError):
+        return str(error)
+    log.error("unexpected error in a load-balancer sync", exc_info=error)
+    return f"unexpected {type(error).__name__} (the service worker's log has the details)"
 
 
 def _unstarted(key: str) -> None:

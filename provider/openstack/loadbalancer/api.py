@@ -5,13 +5,18 @@ measured as `<resource>_<op>`, errors mapped), so the call sequence of a sync re
 the reference's §3.14 and can be compared with upstream's call for call. openstacksdk has
 no method for the batch member update; here it is a plain `PUT /lbaas/pools/{id}/members`.
 
-Octavia answers 409 "immutable" to any write while the load balancer is PENDING_*:
-`write` turns that into `RetryAfter` (upstream would have blocked a thread polling for
-ACTIVE), so a sync stops where it is and the next one carries on from the cloud's state.
+Octavia answers 409 to any write while the load balancer is PENDING_*, in two wordings:
+"Load Balancer <id> is immutable and cannot be updated." for a child (listener, pool,
+member, monitor) and "Invalid state PENDING_UPDATE of loadbalancer resource <id>" for a
+PUT or DELETE of the load balancer itself. `write` turns both into `RetryAfter` (upstream
+would have blocked a thread polling for ACTIVE), so a sync stops where it is and the next
+one carries on from the cloud's state. Any other 409 (a duplicate listener port, ...) is a
+real conflict and fails the sync.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -23,31 +28,23 @@ from provider.openstack.client import OpenStackClient
 from provider.openstack.loadbalancer.resources import (
     FloatingIp,
     FloatingIpEnvelope,
-    FloatingIpList,
     HealthMonitor,
     HealthMonitorEnvelope,
     Listener,
     ListenerEnvelope,
-    ListenerList,
     LoadBalancer,
     LoadBalancerEnvelope,
-    LoadBalancerList,
     Member,
-    MemberList,
     Pool,
     PoolEnvelope,
-    PoolList,
     Ref,
     SecurityGroup,
     SecurityGroupEnvelope,
-    SecurityGroupList,
     SecurityGroupRule,
-    SecurityGroupRuleList,
     Subnet,
     SubnetEnvelope,
-    SubnetList,
 )
-from provider.openstack.resources import Network, NetworkList, Port, PortList
+from provider.openstack.resources import Network, Port
 
 Body = dict[str, Any]
 T = TypeVar("T")
@@ -59,6 +56,14 @@ PENDING_DELETE = "PENDING_DELETE"
 FIRST_RETRY = 1.0
 RETRY_FACTOR = 1.5
 MAX_RETRY = 30.0
+
+
+_BUSY = re.compile(r"is immutable|Invalid state PENDING_")
+
+
+def is_busy(conflict: CloudConflict) -> bool:
+    """A 409 that only means "the load balancer is PENDING_*, try again later"."""
+    return _BUSY.search(str(conflict)) is not None
 
 
 def is_pending(lb: LoadBalancer) -> bool:
@@ -91,14 +96,14 @@ class Api:
 
     # --- load balancers --------------------------------------------------------------------------
     def find_lbs(self, name: str) -> list[LoadBalancer]:
-        return self._client.call_json(
-            LoadBalancerList,
+        return self._client.list_all(
+            LoadBalancer,
             "load-balancer",
-            "GET",
             "/lbaas/loadbalancers",
+            key="loadbalancers",
             request="loadbalancer_list",
             params={"name": name},
-        ).loadbalancers
+        )
 
     def get_lb(self, lb_id: str) -> LoadBalancer | None:
         try:
@@ -147,15 +152,15 @@ class Api:
 
     # --- listeners -------------------------------------------------------------------------------
     def listeners(self, lb_id: str) -> list[Listener]:
-        listing = self._client.call_json(
-            ListenerList,
+        listing = self._client.list_all(
+            Listener,
             "load-balancer",
-            "GET",
             "/lbaas/listeners",
+            key="listeners",
             request="listener_list",
             params={"loadbalancer_id": lb_id},
         )
-        return [li for li in listing.listeners if _belongs(li.loadbalancers, lb_id)]
+        return [li for li in listing if _belongs(li.loadbalancers, lb_id)]
 
     def create_listener(self, lb_id: str, body: Body) -> Listener:
         content = self.write(
@@ -182,15 +187,15 @@ class Api:
 
     # --- pools and members -----------------------------------------------------------------------
     def pools(self, lb_id: str) -> list[Pool]:
-        listing = self._client.call_json(
-            PoolList,
+        listing = self._client.list_all(
+            Pool,
             "load-balancer",
-            "GET",
             "/lbaas/pools",
+            key="pools",
             request="pool_list",
             params={"loadbalancer_id": lb_id},
         )
-        return [pool for pool in listing.pools if _belongs(pool.loadbalancers, lb_id)]
+        return [pool for pool in listing if _belongs(pool.loadbalancers, lb_id)]
 
     def create_pool(self, lb_id: str, body: Body) -> Pool:
         content = self.write(
@@ -207,13 +212,13 @@ class Api:
         self._delete(lb_id, f"/lbaas/pools/{pool_id}", request="pool_delete")
 
     def members(self, pool_id: str) -> list[Member]:
-        return self._client.call_json(
-            MemberList,
+        return self._client.list_all(
+            Member,
             "load-balancer",
-            "GET",
             f"/lbaas/pools/{pool_id}/members",
+            key="members",
             request="member_list",
-        ).members
+        )
 
     def create_member(self, lb_id: str, pool_id: str, body: Body) -> None:
         self.write(
@@ -292,8 +297,8 @@ class Api:
                 "load-balancer", method, path, request=request, body=body, params=params, ok=ok
             )
         except CloudConflict as exc:
-            if "immutable" in str(exc):
-                raise self.backoff.retry(lb_id, "is busy (HTTP 409 immutable)") from exc
+            if is_busy(exc):
+                raise self.backoff.retry(lb_id, "is busy (HTTP 409)") from exc
             raise
 
     def _delete(self, lb_id: str, path: str, *, request: str) -> None:
@@ -304,14 +309,14 @@ class Api:
 
     # --- Neutron ---------------------------------------------------------------------------------
     def floating_ips(self, **filters: str) -> list[FloatingIp]:
-        return self._client.call_json(
-            FloatingIpList,
+        return self._client.list_all(
+            FloatingIp,
             "network",
-            "GET",
             "/floatingips",
+            key="floatingips",
             request="floatingip_list",
             params=filters,
-        ).floatingips
+        )
 
     def create_floating_ip(self, body: Body) -> FloatingIp:
         return self._client.call_json(
@@ -347,14 +352,14 @@ class Api:
             return
 
     def external_networks(self) -> list[Network]:
-        return self._client.call_json(
-            NetworkList,
+        return self._client.list_all(
+            Network,
             "network",
-            "GET",
             "/networks",
+            key="networks",
             request="network_list",
             params={"router:external": "true"},
-        ).networks
+        )
 
     def subnets(
         self, *, network_id: str, tag_filter: tuple[str, str] | None = None
@@ -362,9 +367,9 @@ class Api:
         params = {"network_id": network_id}
         if tag_filter is not None:
             params[tag_filter[0]] = tag_filter[1]
-        return self._client.call_json(
-            SubnetList, "network", "GET", "/subnets", request="subnet_list", params=params
-        ).subnets
+        return self._client.list_all(
+            Subnet, "network", "/subnets", key="subnets", request="subnet_list", params=params
+        )
 
     def get_subnet(self, subnet_id: str) -> Subnet:
         return self._client.call_json(
@@ -372,24 +377,24 @@ class Api:
         ).subnet
 
     def server_ports(self, server_id: str) -> list[Port]:
-        return self._client.call_json(
-            PortList,
+        return self._client.list_all(
+            Port,
             "network",
-            "GET",
             "/ports",
+            key="ports",
             request="port_list",
             params={"device_id": server_id},
-        ).ports
+        )
 
     def ports_with_group(self, group_id: str) -> list[Port]:
-        return self._client.call_json(
-            PortList,
+        return self._client.list_all(
+            Port,
             "network",
-            "GET",
             "/ports",
+            key="ports",
             request="port_list",
             params={"security_groups": group_id},
-        ).ports
+        )
 
     def update_port_groups(self, port_id: str, groups: list[str]) -> None:
         self._client.call(
@@ -402,14 +407,14 @@ class Api:
 
     # --- security groups -------------------------------------------------------------------------
     def find_security_groups(self, name: str) -> list[SecurityGroup]:
-        return self._client.call_json(
-            SecurityGroupList,
+        return self._client.list_all(
+            SecurityGroup,
             "network",
-            "GET",
             "/security-groups",
+            key="security_groups",
             request="security_group_list",
             params={"name": name},
-        ).security_groups
+        )
 
     def create_security_group(self, name: str, description: str) -> SecurityGroup:
         return self._client.call_json(
@@ -435,14 +440,14 @@ class Api:
             return
 
     def security_group_rules(self, group_id: str) -> list[SecurityGroupRule]:
-        return self._client.call_json(
-            SecurityGroupRuleList,
+        return self._client.list_all(
+            SecurityGroupRule,
             "network",
-            "GET",
             "/security-group-rules",
+            key="security_group_rules",
             request="security_group_rule_list",
             params={"security_group_id": group_id},
-        ).security_group_rules
+        )
 
     def create_security_group_rule(self, body: Body) -> None:
         try:

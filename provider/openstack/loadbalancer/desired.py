@@ -90,7 +90,9 @@ class PoolSpec:
     members: tuple[MemberSpec, ...]
     monitor: MonitorSpec | None
 
-    def body(self, *, inline: bool = True) -> Body:
+    def body(self) -> Body:
+        """The pool alone: a standalone `POST /pools` must not carry members or a monitor
+        (Octavia's schema accepts them, but it never builds them and answers 500)."""
         body: Body = {
             "name": self.name,
             "protocol": self.protocol,
@@ -98,10 +100,13 @@ class PoolSpec:
         }
         if self.persistence:
             body["session_persistence"] = {"type": "SOURCE_IP"}
-        if inline:
-            body["members"] = [m.body() for m in self.members]
-            if self.monitor is not None:
-                body["healthmonitor"] = self.monitor.body()
+        return body
+
+    def populated_body(self) -> Body:
+        """The pool with its members and monitor, for the fully populated LB create only."""
+        body = self.body() | {"members": [m.body() for m in self.members]}
+        if self.monitor is not None:
+            body["healthmonitor"] = self.monitor.body()
         return body
 
     def changes(self, current: Pool) -> Body:
@@ -150,7 +155,7 @@ class ListenerSpec:
 
     def create_body(self) -> Body:
         """A listener of the fully populated create: with its default pool inside."""
-        return self.body() | {"default_pool": self.pool.body()}
+        return self.body() | {"default_pool": self.pool.populated_body()}
 
     def _settable(self) -> Body:
         body: Body = {}

@@ -2,9 +2,9 @@
 
 Reads first (listeners, pools: two listings for the whole load balancer), then only the
 writes that differ, so a Service whose load balancer is already right costs reads only.
-Each write may leave the load balancer PENDING_*; the next write then gets Octavia's 409
-"immutable", which `Api.write` turns into `RetryAfter`: the sync ends there and the next
-one re-reads and carries on. Every step is a comparison against the cloud's state, so
+Each write may leave the load balancer PENDING_*; the next write then gets Octavia's 409,
+which `Api.write` turns into `RetryAfter`: the sync ends there and the next one re-reads
+and carries on. Every step is a comparison against the cloud's state, so
 repeating it after a crash at any point does no harm.
 """
 
@@ -153,14 +153,14 @@ class Reconciler:
         self._create_pool(spec.pool, listener.id)
 
     def _create_pool(self, spec: PoolSpec, listener_id: str) -> None:
-        # Members and monitor ride along in the pool's POST (Octavia's single-call create),
-        # except for providers that need one object per call: the next syncs add them.
-        body = spec.body(inline=not self._cfg.serial)
-        pool = self._api.create_pool(self._lb_id, body | {"listener_id": listener_id})
-        if self._cfg.serial:
-            # Carry on until Octavia says "busy" (409 -> RetryAfter, the next sync resumes).
-            self._members(spec, pool)
-            self._monitor(spec, pool)
+        # The pool alone, as upstream does: the members (one batch update) and the monitor
+        # follow once the load balancer is ACTIVE again, in the next syncs, which find the
+        # bare pool and fill it like any pool that differs from its spec.
+        self._api.create_pool(self._lb_id, spec.body() | {"listener_id": listener_id})
+        if spec.members or spec.monitor is not None:
+            # The create left the load balancer PENDING_UPDATE: the next write would only
+            # earn a 409, so stop here.
+            raise self._api.backoff.retry(self._lb_id, "got a new pool; its members come next")
 
     def _delete_listener(self, listener: Listener, pools: Sequence[Pool]) -> None:
         pool = _pool_of(listener, pools)

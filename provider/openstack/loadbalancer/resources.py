@@ -41,10 +41,6 @@ class LoadBalancerEnvelope(_Json, frozen=True):
     loadbalancer: LoadBalancer
 
 
-class LoadBalancerList(_Json, frozen=True):
-    loadbalancers: list[LoadBalancer]
-
-
 class Listener(_Json, frozen=True):
     id: str
     name: str = ""
@@ -67,10 +63,6 @@ class ListenerEnvelope(_Json, frozen=True):
     listener: Listener
 
 
-class ListenerList(_Json, frozen=True):
-    listeners: list[Listener]
-
-
 class Persistence(_Json, frozen=True):
     type: str = ""
 
@@ -91,10 +83,6 @@ class PoolEnvelope(_Json, frozen=True):
     pool: Pool
 
 
-class PoolList(_Json, frozen=True):
-    pools: list[Pool]
-
-
 class Member(_Json, frozen=True):
     id: str
     name: str = ""
@@ -102,10 +90,6 @@ class Member(_Json, frozen=True):
     protocol_port: int = 0
     subnet_id: str | None = None
     monitor_port: int | None = None
-
-
-class MemberList(_Json, frozen=True):
-    members: list[Member]
 
 
 class HealthMonitor(_Json, frozen=True):
@@ -137,10 +121,6 @@ class FloatingIpEnvelope(_Json, frozen=True):
     floatingip: FloatingIp
 
 
-class FloatingIpList(_Json, frozen=True):
-    floatingips: list[FloatingIp]
-
-
 class Subnet(_Json, frozen=True):
     id: str
     name: str = ""
@@ -154,10 +134,6 @@ class SubnetEnvelope(_Json, frozen=True):
     subnet: Subnet
 
 
-class SubnetList(_Json, frozen=True):
-    subnets: list[Subnet]
-
-
 class SecurityGroup(_Json, frozen=True):
     id: str
     name: str = ""
@@ -165,10 +141,6 @@ class SecurityGroup(_Json, frozen=True):
 
 class SecurityGroupEnvelope(_Json, frozen=True):
     security_group: SecurityGroup
-
-
-class SecurityGroupList(_Json, frozen=True):
-    security_groups: list[SecurityGroup]
 
 
 class SecurityGroupRule(_Json, frozen=True):
