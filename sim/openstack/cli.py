@@ -128,6 +128,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="N",
         help="Neutron max_routes per router (real default 30; unlimited here)",
     )
+    for service in ("octavia", "nova"):
+        knobs.add_argument(
+            f"--{service}-page-limit",
+            type=int,
+            default=1000,
+            metavar="N",
+            help=f"most rows in one {service.capitalize()} list answer (default 1000; 0 = no cap)",
+        )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     parser.set_defaults(run=run)
 
@@ -149,6 +157,8 @@ def knob_values(args: argparse.Namespace) -> dict[str, Any]:
         "batch_members": not args.no_batch_members,
         "disabled_extensions": set(args.disable_extension),
         "max_routes": args.max_routes,
+        "octavia_page_limit": args.octavia_page_limit,
+        "nova_page_limit": args.nova_page_limit,
     }
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from sim.openstack.pagination import neutron_page
 from sim.openstack.routing import (
     NO_CONTENT,
     Reply,
@@ -36,7 +37,7 @@ from sim.openstack.store import (
     Record,
     Table,
     now_iso,
-    paginate,
+    project_fields,
     query_values,
     select,
 )
@@ -126,17 +127,31 @@ READ_ONLY_ON_UPDATE = frozenset(
 PORT_PROTOCOLS = frozenset({"tcp", "udp", "sctp", "dccp", "udplite"})
 
 
-def _missing(label: str, kind: str) -> Callable[[str], ApiError]:
-    return lambda row_id: not_found(f"{label} {row_id} could not be found.", kind=kind)
+def _missing(
+    label: str, kind: str, template: str = "{label} {id} could not be found."
+) -> Callable[[str], ApiError]:
+    return lambda row_id: not_found(template.format(label=label, id=row_id), kind=kind)
 
 
+# Wordings from neutron-lib's and neutron's exception classes (some end without a period).
 NETWORK_MISSING = _missing("Network", "NetworkNotFound")
 SUBNET_MISSING = _missing("Subnet", "SubnetNotFound")
 PORT_MISSING = _missing("Port", "PortNotFound")
-FIP_MISSING = _missing("Floating IP", "FloatingIPNotFound")
-ROUTER_MISSING = _missing("Router", "RouterNotFound")
-SG_MISSING = _missing("Security group", "SecurityGroupNotFound")
-RULE_MISSING = _missing("Security group rule", "SecurityGroupRuleNotFound")
+FIP_MISSING = _missing("Floating IP", "FloatingIPNotFound", "{label} {id} could not be found")
+ROUTER_MISSING = _missing("Router", "RouterNotFound", "{label} {id} could not be found")
+SG_MISSING = _missing("Security group", "SecurityGroupNotFound", "{label} {id} does not exist")
+RULE_MISSING = _missing(
+    "Security group rule", "SecurityGroupRuleNotFound", "{label} {id} does not exist"
+)
+MISSING_BY_KIND = {
+    "network": NETWORK_MISSING,
+    "subnet": SUBNET_MISSING,
+    "port": PORT_MISSING,
+    "floatingip": FIP_MISSING,
+    "router": ROUTER_MISSING,
+    "security_group": SG_MISSING,
+    "security_group_rule": RULE_MISSING,
+}
 
 
 class Neutron:
@@ -379,10 +394,27 @@ class Neutron:
         for port in self.ports_of_device(device_id):
             self.delete_port(port["id"])
 
-    def create_router(self, name: str, *, external_network_id: str) -> Record:
+    def create_router(
+        self,
+        name: str,
+        *,
+        external_network_id: str | None,
+        enable_snat: bool = True,
+        admin_state_up: bool = True,
+    ) -> Record:
+        """A router, with a gateway port on `external_network_id` when one is given."""
+        if external_network_id is not None:
+            network = self.networks.require(external_network_id, NETWORK_MISSING)
+            if not network["router:external"]:
+                raise ApiError(
+                    400,
+                    f"Bad router request: Network {external_network_id} is not an external "
+                    "network.",
+                    kind="BadRequest",
+                )
         router = self._base(name) | {
             "status": "ACTIVE",
-            "admin_state_up": True,
+            "admin_state_up": admin_state_up,
             "routes": [],
             "external_gateway_info": None,
             "distributed": False,
@@ -390,6 +422,8 @@ class Neutron:
             "availability_zones": ["nova"],
         }
         self.routers.insert(router)
+        if external_network_id is None:
+            return router
         gateway = self.create_port(
             external_network_id,
             device_id=router["id"],
@@ -398,10 +432,20 @@ class Neutron:
         )
         router["external_gateway_info"] = {
             "network_id": external_network_id,
-            "enable_snat": True,
+            "enable_snat": enable_snat,
             "external_fixed_ips": gateway["fixed_ips"],
         }
         return router
+
+    def delete_router(self, router_id: str) -> None:
+        """Neutron refuses while subnets are attached (409 RouterInUse)."""
+        self.routers.require(router_id, ROUTER_MISSING)
+        ports = self.ports_of_device(router_id)
+        if any(p["device_owner"] == "network:router_interface" for p in ports):
+            raise conflict(f"Router {router_id} still has ports", kind="RouterInUse")
+        for port in ports:
+            self.delete_port(port["id"])
+        self.routers.delete(router_id)
 
     def add_router_interface(self, router_id: str, subnet_id: str) -> Record:
         subnet = self.subnets.require(subnet_id, SUBNET_MISSING)
@@ -660,11 +704,23 @@ class NeutronApi:
         handled: frozenset[str] = frozenset(),
     ) -> Reply:
         chosen = select(table if rows is None else rows, req.query, handled=handled)
+        missing = MISSING_BY_KIND[table.kind]
+        page = neutron_page(
+            chosen,
+            req.query,
+            lookup=lambda marker: table.require(marker, missing),
+            url=req.base_url + req.path,
+        )
+        shown = page.rows
         if table is self.n.security_groups:
-            chosen = [self.n.render_security_group(row) for row in chosen]
+            shown = [self.n.render_security_group(row) for row in shown]
         if table is self.n.floatingips:
-            chosen = [_public(row) for row in chosen]
-        return ok(paginate(chosen, req.query, collection=collection, url=req.base_url + req.path))
+            shown = [_public(row) for row in shown]
+        body: dict[str, Any] = {collection: project_fields(shown, req.query)}
+        # Neutron adds the links only when it pages, i.e. when the client sent a limit.
+        if page.links:
+            body[f"{collection}_links"] = page.links
+        return ok(body)
 
     # -- extensions
     def extensions(self, req: Req) -> Reply:
@@ -890,6 +946,32 @@ class NeutronApi:
 
     def router(self, req: Req) -> Reply:
         return ok({"router": self.n.routers.require(req.match["id"], ROUTER_MISSING)})
+
+    def create_router(self, req: Req) -> Reply:
+        body = json_object(req, "router")
+        _check_fields(body, ROUTER_FIELDS, self.n)
+        if "routes" in body:
+            # extraroute's `routes` is PUT-only in Neutron's attribute map.
+            raise bad_request("Attribute 'routes' not allowed in POST")
+        gateway = body.get("external_gateway_info") or {}
+        if not isinstance(gateway, dict):
+            raise bad_request("Invalid input for external_gateway_info: a dict is required.")
+        network_id = gateway.get("network_id")
+        router = self.n.create_router(
+            str(body.get("name", "")),
+            external_network_id=None if network_id is None else str(network_id),
+            enable_snat=gateway.get("enable_snat", True) is not False,
+            admin_state_up=body.get("admin_state_up", True) is not False,
+        )
+        if body.get("description"):
+            router["description"] = str(body["description"])
+        if body.get("tags"):
+            router["tags"] = string_list(body, "tags")
+        return created({"router": router})
+
+    def delete_router(self, req: Req) -> Reply:
+        self.n.delete_router(req.match["id"])
+        return NO_CONTENT
 
     def update_router(self, req: Req) -> Reply:
         row = self.n.routers.require(req.match["id"], ROUTER_MISSING)
@@ -1167,7 +1249,13 @@ def routes(neutron: Neutron) -> list[Route]:
             api.update_floatingip,
             api.delete_floatingip,
         ),
-        "routers": (api.routers, api.router, None, api.update_router, None),
+        "routers": (
+            api.routers,
+            api.router,
+            api.create_router,
+            api.update_router,
+            api.delete_router,
+        ),
         "security-groups": (
             api.security_groups,
             api.security_group,

@@ -15,9 +15,10 @@ from typing import Any
 
 from sim.openstack.errors import ApiError, bad_request, conflict, not_found
 from sim.openstack.neutron import Neutron
+from sim.openstack.pagination import Page, nova_page
 from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, ok
 from sim.openstack.settings import Knobs, version_minor
-from sim.openstack.store import Counters, Ids, Record, Table, now_iso, paginate
+from sim.openstack.store import Counters, Ids, Record, Table, now_iso
 
 PREFIX = "/compute/v2.1"
 MIN_MINOR = 1
@@ -213,6 +214,22 @@ class Nova:
         }
 
 
+def _by_creation(row: Record) -> tuple[str, str]:
+    return (row["created"], row["id"])
+
+
+def _by_id(row: Record) -> str:
+    return str(row["id"])
+
+
+def _with_links(collection: str, rows: list[Record], page: Page) -> Record:
+    """`{collection: rows}`, plus `<collection>_links` only when Nova has a next page."""
+    body: Record = {collection: rows}
+    if page.links:
+        body[f"{collection}_links"] = page.links
+    return body
+
+
 def _links(base_url: str, collection: str, item_id: str) -> list[dict[str, str]]:
     return [
         {"rel": "self", "href": f"{base_url}{PREFIX}/{collection}/{item_id}"},
@@ -307,10 +324,24 @@ class NovaApi:
                 ]
         return servers
 
+    def _page(self, req: Req, rows: list[Record], collection: str, *, servers: bool) -> Page:
+        return nova_page(
+            rows,
+            req.query,
+            # Nova lists servers newest first (created_at desc, id desc), flavors by id.
+            key=_by_creation if servers else _by_id,
+            newest_first=servers,
+            lookup=(self.nova.servers if servers else self.nova.flavors).get,
+            cap=self.knobs.nova_page_limit or None,
+            url=f"{req.base_url}{PREFIX}/{collection}",
+        )
+
     def servers(self, req: Req, *, detail: bool, minor: int) -> Reply:
-        servers = self._matching(req)
+        page = self._page(
+            req, self._matching(req), "servers/detail" if detail else "servers", servers=True
+        )
         if detail:
-            rows = [self.nova.render(s, minor=minor, base_url=req.base_url) for s in servers]
+            rows = [self.nova.render(s, minor=minor, base_url=req.base_url) for s in page.rows]
         else:
             rows = [
                 {
@@ -318,9 +349,9 @@ class NovaApi:
                     "name": s["name"],
                     "links": _links(req.base_url, "servers", s["id"]),
                 }
-                for s in servers
+                for s in page.rows
             ]
-        return ok(paginate(rows, req.query, collection="servers", url=req.base_url + req.path))
+        return ok(_with_links("servers", rows, page))
 
     def server(self, req: Req, *, minor: int) -> Reply:
         server = self.nova.servers.require(req.match["id"], _server_missing)
@@ -351,6 +382,8 @@ class NovaApi:
         return Reply(202)
 
     def flavors(self, req: Req, *, detail: bool, minor: int) -> Reply:
+        collection = "flavors/detail" if detail else "flavors"
+        page = self._page(req, list(self.nova.flavors), collection, servers=False)
         rows = [
             self._flavor(f, req.base_url)
             if detail
@@ -359,9 +392,9 @@ class NovaApi:
                 "name": f["name"],
                 "links": _links(req.base_url, "flavors", f["id"]),
             }
-            for f in self.nova.flavors
+            for f in page.rows
         ]
-        return ok(paginate(rows, req.query, collection="flavors", url=req.base_url + req.path))
+        return ok(_with_links("flavors", rows, page))
 
     def flavor(self, req: Req, *, minor: int) -> Reply:
         flavor = self.nova.flavors.require(req.match["id"], _flavor_missing)

@@ -25,6 +25,7 @@ from multidict import MultiMapping
 
 from sim.openstack.errors import ApiError, bad_request, conflict, not_found
 from sim.openstack.neutron import Neutron
+from sim.openstack.pagination import octavia_page
 from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
 from sim.openstack.settings import Knobs, version_minor
 from sim.openstack.store import (
@@ -34,7 +35,7 @@ from sim.openstack.store import (
     Table,
     field_matches,
     now_iso,
-    paginate,
+    project_fields,
     select,
 )
 
@@ -159,7 +160,6 @@ HM_UPDATE = frozenset(
 )
 HM_CREATE = HM_UPDATE | {"pool_id", "type", "project_id", "tenant_id"}
 HTTP_MONITORS = frozenset({"HTTP", "HTTPS"})
-PENDING = frozenset({"PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE"})
 # Columns Octavia filters on but renders only as lists of ids (`loadbalancers: [{id}]`),
 # per collection: query name -> the hidden column holding it. Octavia maps the query's
 # `loadbalancer_id` to its `load_balancer_id` column; the rest are rendered fields, which
@@ -175,7 +175,8 @@ Schedule = Callable[[float, Callable[[], None]], None]
 
 
 def _missing(label: str) -> Callable[[str], ApiError]:
-    return lambda row_id: not_found(f"{label} {row_id} could not be found.")
+    # Octavia's NotFound: "%(resource)s %(id)s not found." (octavia/common/exceptions.py).
+    return lambda row_id: not_found(f"{label} {row_id} not found.")
 
 
 LB_MISSING = _missing("Load Balancer")
@@ -185,8 +186,21 @@ MEMBER_MISSING = _missing("Member")
 HM_MISSING = _missing("Health Monitor")
 
 
-def immutable(lb_id: str) -> ApiError:
-    return conflict(f"Load Balancer {lb_id} is immutable and cannot be updated.")
+def immutable(resource: str, row_id: str) -> ApiError:
+    """ImmutableObject: a write to a child while its load balancer (or pool) is busy."""
+    return conflict(f"{resource} {row_id} is immutable and cannot be updated.")
+
+
+def pending_state(lb: Record) -> ApiError:
+    """LBPendingStateError: a PUT or DELETE of the load balancer itself while it is busy."""
+    return conflict(
+        f"Invalid state {lb['provisioning_status']} of loadbalancer resource {lb['id']}"
+    )
+
+
+def unexpected(message: str) -> ApiError:
+    """What Octavia's WSME fault handler answers for an exception it did not expect."""
+    return ApiError(500, message)
 
 
 @dataclass
@@ -230,12 +244,46 @@ class Octavia:
 
     # -- state machine ---------------------------------------------------------------------
 
-    def mutable_lb(self, lb_id: str, *, deleting: bool = False) -> Record:
+    def mutable_lb(self, lb_id: str) -> Record:
+        """The load balancer a child write needs ACTIVE, else 409 ImmutableObject."""
+        lb = self.loadbalancers.require(lb_id, LB_MISSING)
+        if lb["provisioning_status"] != "ACTIVE":
+            raise immutable("Load Balancer", lb_id)
+        return lb
+
+    def settable_lb(self, lb_id: str, *, deleting: bool = False) -> Record:
+        """The load balancer its own PUT (ACTIVE) or DELETE (ACTIVE or ERROR) needs.
+
+        Octavia's LoadBalancersController answers these with LBPendingStateError, a
+        wording of its own, where every child controller answers ImmutableObject.
+        """
         lb = self.loadbalancers.require(lb_id, LB_MISSING)
         allowed = {"ACTIVE", "ERROR"} if deleting else {"ACTIVE"}
         if lb["provisioning_status"] not in allowed:
-            raise immutable(lb_id)
+            raise pending_state(lb)
         return lb
+
+    def mutable_pool(self, pool: Record) -> Record:
+        """Members and monitors check their pool first (ImmutableObject "Pool ..."), then
+        its load balancer; the pool is PENDING_UPDATE after any member or monitor write."""
+        if pool["provisioning_status"] != "ACTIVE":
+            raise immutable("Pool", pool["id"])
+        return self.mutable_lb(pool["_lb_id"])
+
+    def lock(self, op: Operation, table: Table, row: Record) -> None:
+        """Put `row` in PENDING_UPDATE until `op` finishes (as Octavia's status locks do)."""
+        row["provisioning_status"] = "PENDING_UPDATE"
+        op.activate.append((table, row["id"]))
+
+    def lock_listener_of(self, op: Operation, pool: Record) -> None:
+        """The listener using `pool` as its default pool goes PENDING_UPDATE too."""
+        listener = self.listeners.get(pool["_listener_id"] or "")
+        if listener is not None:
+            self.lock(op, self.listeners, listener)
+
+    def lock_pool(self, op: Operation, pool: Record) -> None:
+        self.lock(op, self.pools, pool)
+        self.lock_listener_of(op, pool)
 
     def start(self, lb: Record, op: Operation, *, lb_status: str) -> None:
         """Mark the load balancer pending and finish `op` after the provisioning delay."""
@@ -475,7 +523,8 @@ class Octavia:
             )
         if listener is not None and protocol not in POOL_PROTOCOLS_FOR[listener["protocol"]]:
             raise bad_request(
-                f"The pool protocol '{protocol}' is invalid while the listener protocol is "
+                f"Validation failure: The pool protocol '{protocol}' is invalid while the "
+                f"listener protocol is "
                 f"'{listener['protocol']}'."
             )
         algorithm = obj.get("lb_algorithm")
@@ -538,7 +587,7 @@ class Octavia:
                 f"of: {', '.join(sorted(MONITOR_TYPES))}"
             )
         if pool["healthmonitor_id"]:
-            raise conflict(f"This pool already has a health monitor: {pool['healthmonitor_id']}")
+            raise conflict("This pool already has a health monitor")
         self._check_monitor_for_pool(str(kind), pool)
         monitor = self._base(obj) | {
             "type": kind,
@@ -684,7 +733,9 @@ class Octavia:
 
     def render(self, table: Table, row: Record) -> Record:
         out = {key: value for key, value in row.items() if not key.startswith("_")}
-        pending_or_error = row["provisioning_status"] in PENDING | {"ERROR"}
+        # New rows start OFFLINE (octavia/db/prepare.py) and failed ones stay so; an update
+        # or delete leaves the operating status as it was.
+        pending_or_error = row["provisioning_status"] in {"PENDING_CREATE", "ERROR"}
         if table is self.loadbalancers:
             out["listeners"] = [{"id": i} for i in row["_listeners"]]
             out["pools"] = [{"id": i} for i in row["_pools"]]
@@ -790,8 +841,13 @@ def _check_algorithm(algorithm: Any, provider: str) -> None:
         )
     ovn = provider == "ovn"
     if ovn != (algorithm == "SOURCE_IP_PORT"):
-        raise bad_request(
-            f"Provider '{provider}' does not support a requested option: lb_algorithm {algorithm}"
+        # A provider driver's UnsupportedOptionError, as octavia/api/drivers/utils.py
+        # relays it: 501 ProviderUnsupportedOptionError around the driver's own text.
+        label = "OVN" if ovn else "Amphora"
+        raise ApiError(
+            501,
+            f"Provider '{provider}' does not support a requested option: {label} provider "
+            f"does not support {algorithm} algorithm.",
         )
 
 
@@ -856,12 +912,29 @@ class OctaviaApi:
     def listing(
         self, req: Req, table: Table, collection: str, rows: list[Record] | None = None
     ) -> Reply:
+        """Filter the stored rows, page them as Octavia does, render only the page."""
+        query = req.query
         source = list(table if rows is None else rows)
         relations = RELATION_FILTERS.get(collection, {})
-        related = [row for row in source if _related(row, req.query, relations)]
-        rendered = [self.o.render(table, row) for row in related]
-        chosen = select(rendered, req.query, handled=frozenset(relations))
-        return ok(paginate(chosen, req.query, collection=collection, url=req.base_url + req.path))
+        related = [row for row in source if _related(row, query, relations)]
+        if "operating_status" in query:
+            # The one filtered field that is computed at render time, not stored.
+            wanted = query.getall("operating_status")
+            related = [
+                row
+                for row in related
+                if field_matches(self.o.render(table, row)["operating_status"], wanted)
+            ]
+        chosen = select(related, query, handled=frozenset(relations) | {"operating_status"})
+        page = octavia_page(
+            chosen,
+            query,
+            lookup=table.get,
+            cap=self.knobs.octavia_page_limit or None,
+            url=req.base_url + req.path,
+        )
+        rendered = project_fields([self.o.render(table, row) for row in page.rows], query)
+        return ok({collection: rendered, f"{collection}_links": page.links})
 
     # load balancers
     def lbs(self, req: Req) -> Reply:
@@ -912,17 +985,21 @@ class OctaviaApi:
 
     def update_lb(self, req: Req) -> Reply:
         body = self.o.check_fields(_root_of(req.body, "loadbalancer"), LB_UPDATE, "loadbalancer")
-        lb = self.o.mutable_lb(req.match["id"])
+        lb = self.o.settable_lb(req.match["id"])
         changes = {"name": _str(body, "name")} if "name" in body else {}
         self.o.loadbalancers.touch(lb, {**body, **changes})
         self.o.start(lb, Operation(lb_id=lb["id"]), lb_status="PENDING_UPDATE")
         return ok({"loadbalancer": self.o.render(self.o.loadbalancers, lb)})
 
     def delete_lb(self, req: Req) -> Reply:
-        lb = self.o.mutable_lb(req.match["id"], deleting=True)
+        lb = self.o.loadbalancers.require(req.match["id"], LB_MISSING)
         cascade = req.query.get("cascade", "false").lower() in {"true", "1", "yes"}
+        # Octavia refuses a delete with children before it looks at the state.
         if (lb["_listeners"] or lb["_pools"]) and not cascade:
-            raise bad_request(f"Cannot delete Load Balancer {lb['id']} - it has children")
+            raise bad_request(
+                f"Validation failure: Cannot delete Load Balancer {lb['id']} - it has children"
+            )
+        self.o.settable_lb(lb["id"], deleting=True)
         self.o.stuck.discard(lb["id"])
         self.o.start(lb, Operation(lb_id=lb["id"], lb_removed=True), lb_status="PENDING_DELETE")
         return NO_CONTENT
@@ -959,8 +1036,6 @@ class OctaviaApi:
         return created({"listener": self.o.render(self.o.listeners, listener)})
 
     def _parent_lb(self, lb_id: str) -> Record:
-        if self.o.loadbalancers.get(lb_id) is None:
-            raise not_found(f"Load Balancer {lb_id} could not be found.")
         return self.o.mutable_lb(lb_id)
 
     def _default_pool_for(self, pool_id: Any, lb: Record, listener: Record) -> Record | None:
@@ -968,12 +1043,13 @@ class OctaviaApi:
             return None
         pool = self.o.pools.get(str(pool_id))
         if pool is None or pool["_lb_id"] != lb["id"]:
-            raise not_found(f"Pool {pool_id} could not be found.")
+            raise POOL_MISSING(str(pool_id))
         if pool["_listener_id"] and pool["_listener_id"] != listener["id"]:
             raise conflict(f"Pool {pool_id} is already in use by another listener.")
         if pool["protocol"] not in POOL_PROTOCOLS_FOR[listener["protocol"]]:
             raise bad_request(
-                f"The pool protocol '{pool['protocol']}' is invalid while the listener protocol "
+                f"Validation failure: The pool protocol '{pool['protocol']}' is invalid while "
+                f"the listener protocol "
                 f"is '{listener['protocol']}'."
             )
         return pool
@@ -1030,32 +1106,50 @@ class OctaviaApi:
         )
 
     def create_pool(self, req: Req) -> Reply:
+        """POST /pools, in the order Octavia's PoolsController checks things.
+
+        The schema accepts inline `members` and `healthmonitor` here as in the fully
+        populated create, but this controller never builds them: the dicts reach the
+        SQLAlchemy model and the request fails with a 500 (AttributeError) after every
+        other check passed, leaving no pool behind. A missing `listener_id` fails the
+        same way, on `None.load_balancer_id`.
+        """
         body = self.o.check_fields(_root_of(req.body, "pool"), POOL_CREATE, "pool")
-        listener = None
+        lb_id, listener = self._pool_parent(body)
+        lb = self.o.loadbalancers.require(lb_id, LB_MISSING)
+        pool = self.o.new_pool(body, lb, listener, lb["provider"])
+        for member in body.get("members") or []:
+            self.o.check_fields(member, MEMBER_CREATE, "members")
+        if body.get("healthmonitor") is not None:
+            self.o.check_fields(body["healthmonitor"], HM_CREATE, "healthmonitor")
         if body.get("listener_id"):
             listener = self.o.listeners.get(str(body["listener_id"]))
             if listener is None:
-                raise not_found(f"Listener {body['listener_id']} could not be found.")
+                raise unexpected("'NoneType' object has no attribute 'default_pool'")
             if listener["default_pool_id"]:
-                raise conflict(f"Listener {listener['id']} is already using a default pool.")
-            lb_id = listener["_lb_id"]
-        elif isinstance(body.get("loadbalancer_id"), str):
-            lb_id = body["loadbalancer_id"]
-        else:
-            raise bad_request(
-                "Validation failure: Either a listener_id or loadbalancer_id must be specified."
-            )
-        lb = self._parent_lb(lb_id)
-        pool, members, monitor = self.o._plan_pool(body, lb, listener)
-        assert pool is not None
+                raise conflict("This listener already has a default pool")
+            pool["_listener_id"] = listener["id"]
+        self.o.mutable_lb(lb["id"])
+        if body.get("members") or body.get("healthmonitor"):
+            raise unexpected("'dict' object has no attribute '_sa_instance_state'")
         op = Operation(lb_id=lb["id"])
         self.o.insert_pool(pool, lb, op)
-        for member in members:
-            self.o.insert_member(member, pool, op)
-        if monitor is not None:
-            self.o.insert_monitor(monitor, pool, op)
+        self.o.lock_listener_of(op, pool)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return created({"pool": self.o.render(self.o.pools, pool)})
+
+    def _pool_parent(self, body: dict[str, Any]) -> tuple[str, Record | None]:
+        """The load balancer id a new pool goes on, and the listener when named alone."""
+        if body.get("loadbalancer_id"):
+            return str(body["loadbalancer_id"]), None
+        if body.get("listener_id"):
+            listener = self.o.listeners.get(str(body["listener_id"]))
+            if listener is None:
+                raise unexpected("'NoneType' object has no attribute 'load_balancer_id'")
+            return str(listener["_lb_id"]), listener
+        raise bad_request(
+            "Validation failure: Must provide at least one of: loadbalancer_id, listener_id"
+        )
 
     def update_pool(self, req: Req) -> Reply:
         pool = self.o.pools.require(req.match["id"], POOL_MISSING)
@@ -1073,25 +1167,19 @@ class OctaviaApi:
         for name in ("tags", "admin_state_up", "tls_enabled"):
             if name in body:
                 changes[name] = body[name]
-        self.o.pools.touch(
-            pool, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
-        )
-        self.o.start(
-            lb,
-            Operation(lb_id=lb["id"], activate=[(self.o.pools, pool["id"])]),
-            lb_status="PENDING_UPDATE",
-        )
+        self.o.pools.touch(pool, {**changes, "updated_at": now_iso()})
+        op = Operation(lb_id=lb["id"])
+        self.o.lock_pool(op, pool)
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return ok({"pool": self.o.render(self.o.pools, pool)})
 
     def delete_pool(self, req: Req) -> Reply:
         pool = self.o.pools.require(req.match["id"], POOL_MISSING)
         lb = self.o.mutable_lb(pool["_lb_id"])
+        op = Operation(lb_id=lb["id"], remove=[(self.o.pools, pool["id"])])
+        self.o.lock_listener_of(op, pool)
         pool["provisioning_status"] = "PENDING_DELETE"
-        self.o.start(
-            lb,
-            Operation(lb_id=lb["id"], remove=[(self.o.pools, pool["id"])]),
-            lb_status="PENDING_UPDATE",
-        )
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return NO_CONTENT
 
     # members
@@ -1116,10 +1204,11 @@ class OctaviaApi:
     def create_member(self, req: Req) -> Reply:
         pool = self._pool_of(req)
         body = _root_of(req.body, "member")
-        lb = self.o.mutable_lb(pool["_lb_id"])
         siblings = [self.o.members.rows[m] for m in pool["_members"]]
         member = self.o.new_member(body, pool, siblings)
+        lb = self.o.mutable_pool(pool)
         op = Operation(lb_id=lb["id"])
+        self.o.lock_pool(op, pool)
         self.o.insert_member(member, pool, op)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return created({"member": self.o.render(self.o.members, member)})
@@ -1128,30 +1217,25 @@ class OctaviaApi:
         pool = self._pool_of(req)
         member = self._member_in(req, pool)
         body = self.o.check_fields(_root_of(req.body, "member"), MEMBER_UPDATE, "member")
-        lb = self.o.mutable_lb(pool["_lb_id"])
+        lb = self.o.mutable_pool(pool)
         merged = self.o.known(member, MEMBER_CREATE) | body
         checked = self.o.new_member(merged, pool, [])
         changes = {k: checked[k] for k in body}
-        self.o.members.touch(
-            member, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
-        )
-        self.o.start(
-            lb,
-            Operation(lb_id=lb["id"], activate=[(self.o.members, member["id"])]),
-            lb_status="PENDING_UPDATE",
-        )
+        self.o.members.touch(member, {**changes, "updated_at": now_iso()})
+        op = Operation(lb_id=lb["id"])
+        self.o.lock(op, self.o.members, member)
+        self.o.lock_pool(op, pool)
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return ok({"member": self.o.render(self.o.members, member)})
 
     def delete_member(self, req: Req) -> Reply:
         pool = self._pool_of(req)
         member = self._member_in(req, pool)
-        lb = self.o.mutable_lb(pool["_lb_id"])
+        lb = self.o.mutable_pool(pool)
+        op = Operation(lb_id=lb["id"], remove=[(self.o.members, member["id"])])
+        self.o.lock_pool(op, pool)
         member["provisioning_status"] = "PENDING_DELETE"
-        self.o.start(
-            lb,
-            Operation(lb_id=lb["id"], remove=[(self.o.members, member["id"])]),
-            lb_status="PENDING_UPDATE",
-        )
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return NO_CONTENT
 
     def batch_members(self, req: Req) -> Reply:
@@ -1163,7 +1247,7 @@ class OctaviaApi:
             raise bad_request(
                 "Invalid input for field/attribute members. Missing mandatory field: members"
             )
-        lb = self.o.mutable_lb(pool["_lb_id"])
+        lb = self.o.mutable_pool(pool)
         wanted: list[Record] = []
         for obj in body["members"]:
             wanted.append(self.o.new_member(obj, pool, wanted))
@@ -1204,8 +1288,7 @@ class OctaviaApi:
             if key not in keys:
                 member["provisioning_status"] = "PENDING_DELETE"
                 op.remove.append((self.o.members, member["id"]))
-        pool["provisioning_status"] = "PENDING_UPDATE"
-        op.activate.append((self.o.pools, pool["id"]))
+        self.o.lock_pool(op, pool)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
 
     # health monitors
@@ -1221,10 +1304,11 @@ class OctaviaApi:
         pool_id = body.get("pool_id")
         pool = self.o.pools.get(str(pool_id))
         if pool is None:
-            raise not_found(f"Pool {pool_id} could not be found.")
-        lb = self.o.mutable_lb(pool["_lb_id"])
+            raise POOL_MISSING(str(pool_id))
+        lb = self.o.mutable_pool(pool)
         monitor = self.o.new_monitor(body, pool)
         op = Operation(lb_id=lb["id"])
+        self.o.lock_pool(op, pool)
         self.o.insert_monitor(monitor, pool, op)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return created({"healthmonitor": self.o.render(self.o.healthmonitors, monitor)})
@@ -1232,7 +1316,8 @@ class OctaviaApi:
     def update_monitor(self, req: Req) -> Reply:
         monitor = self.o.healthmonitors.require(req.match["id"], HM_MISSING)
         body = self.o.check_fields(_root_of(req.body, "healthmonitor"), HM_UPDATE, "healthmonitor")
-        lb = self.o.mutable_lb(monitor["_lb_id"])
+        pool = self.o.pools.rows[monitor["_pool_id"]]
+        lb = self.o.mutable_pool(pool)
         candidate = dict(monitor)
         _apply_timing(candidate, body, creating=False)
         changes = {k: candidate[k] for k in ("delay", "timeout", "max_retries", "max_retries_down")}
@@ -1248,25 +1333,21 @@ class OctaviaApi:
         ):
             if name in body:
                 changes[name] = body[name]
-        self.o.healthmonitors.touch(
-            monitor, {**changes, "updated_at": now_iso(), "provisioning_status": "PENDING_UPDATE"}
-        )
-        self.o.start(
-            lb,
-            Operation(lb_id=lb["id"], activate=[(self.o.healthmonitors, monitor["id"])]),
-            lb_status="PENDING_UPDATE",
-        )
+        self.o.healthmonitors.touch(monitor, {**changes, "updated_at": now_iso()})
+        op = Operation(lb_id=lb["id"])
+        self.o.lock(op, self.o.healthmonitors, monitor)
+        self.o.lock_pool(op, pool)
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return ok({"healthmonitor": self.o.render(self.o.healthmonitors, monitor)})
 
     def delete_monitor(self, req: Req) -> Reply:
         monitor = self.o.healthmonitors.require(req.match["id"], HM_MISSING)
-        lb = self.o.mutable_lb(monitor["_lb_id"])
+        pool = self.o.pools.rows[monitor["_pool_id"]]
+        lb = self.o.mutable_pool(pool)
+        op = Operation(lb_id=lb["id"], remove=[(self.o.healthmonitors, monitor["id"])])
+        self.o.lock_pool(op, pool)
         monitor["provisioning_status"] = "PENDING_DELETE"
-        self.o.start(
-            lb,
-            Operation(lb_id=lb["id"], remove=[(self.o.healthmonitors, monitor["id"])]),
-            lb_status="PENDING_UPDATE",
-        )
+        self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return NO_CONTENT
 
     # read-only catalogues the openstack CLI asks for

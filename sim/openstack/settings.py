@@ -96,6 +96,11 @@ class Knobs:
     max_routes: int | None = None
     # Member addresses the health monitors report as down (operating_status ERROR).
     down_member_addresses: set[str] = field(default_factory=set)
+    # Most rows one list answer holds; 0 = no cap. The defaults are the services' own
+    # (Octavia's `[api_settings] pagination_max_limit`, Nova's `[api] max_limit`), so
+    # a client that never follows `next` links loses rows here as it would in a cloud.
+    octavia_page_limit: int = 1000
+    nova_page_limit: int = 1000
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply a partial update; unknown names or bad values raise ValueError."""
@@ -127,7 +132,7 @@ def _coerce(name: str, value: Any) -> Any:  # noqa: PLR0911 - one case per knob 
             if number < 0:
                 raise ValueError(f"{name} must be >= 0")
             return number
-        case "force_error_next_lbs":
+        case "force_error_next_lbs" | "octavia_page_limit" | "nova_page_limit":
             return _non_negative_int(name, value)
         case "lb_quota" | "max_routes":
             return None if value is None else _non_negative_int(name, value)

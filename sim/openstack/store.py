@@ -20,7 +20,7 @@ from typing import Any, NewType
 
 from multidict import MultiMapping
 
-from sim.openstack.errors import ApiError, bad_request
+from sim.openstack.errors import ApiError
 
 Record = dict[str, Any]
 ResourceId = NewType("ResourceId", str)
@@ -212,40 +212,8 @@ def select(
     return result
 
 
-def paginate(
-    rows: list[Record], query: MultiMapping[str], *, collection: str, url: str
-) -> dict[str, Any]:
-    """`{collection: page}` honouring limit/marker, with a `<collection>_links` next link."""
-    start = 0
-    marker = query.get("marker")
-    if marker:
-        ids = [row["id"] for row in rows]
-        if marker not in ids:
-            raise bad_request(f"marker [{marker}] not found")
-        start = ids.index(marker) + 1
-    limit = _limit(query)
-    page = rows[start:] if limit is None else rows[start : start + limit]
-    body: dict[str, Any] = {collection: _project(page, query)}
-    if limit is not None and start + limit < len(rows):
-        next_href = f"{url}?limit={limit}&marker={page[-1]['id']}"
-        body[f"{collection}_links"] = [{"rel": "next", "href": next_href}]
-    return body
-
-
-def _limit(query: MultiMapping[str]) -> int | None:
-    raw = query.get("limit")
-    if raw is None or raw == "":
-        return None
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise bad_request(f"limit must be an integer, not {raw!r}") from None
-    if limit < 0:
-        raise bad_request("limit must be >= 0")
-    return limit or None
-
-
-def _project(rows: list[Record], query: MultiMapping[str]) -> list[Record]:
+def project_fields(rows: list[Record], query: MultiMapping[str]) -> list[Record]:
+    """Only the `fields=` the client asked for (all of them when it asked for none)."""
     fields = query.getall("fields", [])
     if not fields:
         return rows

@@ -29,12 +29,14 @@ pytestmark = [
 ]
 
 
-def _cli(sim: OpenStackSimHandle, *args: str) -> Any:
+def _cli(sim: OpenStackSimHandle, *args: str, output: bool = True) -> Any:
+    """Run `openstack ARGS` against the simulator; its JSON output when `output`."""
     assert BINARY is not None
     env = {key: value for key, value in os.environ.items() if not key.startswith("OS_")}
     env["OS_CLIENT_CONFIG_FILE"] = str(sim.clouds_yaml_path)
+    formatting = ["-f", "json"] if output else []
     result = subprocess.run(
-        [BINARY, "--os-cloud", sim.cloud_name, *args, "-f", "json"],
+        [BINARY, "--os-cloud", sim.cloud_name, *args, *formatting],
         env=env,
         capture_output=True,
         text=True,
@@ -42,7 +44,7 @@ def _cli(sim: OpenStackSimHandle, *args: str) -> Any:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return json.loads(result.stdout) if output else None
 
 
 def test_server_list_shows_the_seeded_nodes(sim: OpenStackSimHandle) -> None:
