@@ -48,7 +48,11 @@ UNAUTHORIZED_MESSAGE = "The request you have made requires authentication."
 
 
 class ApiError(Exception):
-    """An HTTP error answer; `kind` is Neutron's error type (e.g. `PortNotFound`)."""
+    """An HTTP error answer; `kind` is Neutron's error type (e.g. `PortNotFound`).
+
+    `body` replaces the service's usual error shape, for the few answers a service
+    renders another way (Octavia's errors raised outside its WSME controllers).
+    """
 
     def __init__(
         self,
@@ -57,12 +61,14 @@ class ApiError(Exception):
         *,
         kind: str | None = None,
         headers: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
         self.headers = headers or {}
+        self.body = body
 
 
 def not_found(message: str, *, kind: str | None = None) -> ApiError:
@@ -84,6 +90,8 @@ def unauthorized() -> ApiError:
 def render(service: str, error: ApiError) -> dict[str, Any]:
     """The JSON body `service` would answer with for `error`."""
     status = error.status
+    if error.body is not None:
+        return error.body
     if service == "identity" or status == 401:
         # keystonemiddleware answers 401 in Keystone's shape in front of every service.
         title = TITLES.get(status, "Error")

@@ -438,11 +438,15 @@ class Neutron:
         return router
 
     def delete_router(self, router_id: str) -> None:
-        """Neutron refuses while subnets are attached (409 RouterInUse)."""
+        """Neutron refuses while interfaces are attached (409 RouterInUse)."""
         self.routers.require(router_id, ROUTER_MISSING)
         ports = self.ports_of_device(router_id)
-        if any(p["device_owner"] == "network:router_interface" for p in ports):
-            raise conflict(f"Router {router_id} still has ports", kind="RouterInUse")
+        attached = [p["id"] for p in ports if p["device_owner"] == "network:router_interface"]
+        if attached:
+            raise conflict(
+                f"Router {router_id} has ports still attached: {', '.join(attached)}",
+                kind="RouterInUse",
+            )
         for port in ports:
             self.delete_port(port["id"])
         self.routers.delete(router_id)

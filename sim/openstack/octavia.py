@@ -17,6 +17,7 @@ Operating status is computed when a row is rendered, from members and the
 from __future__ import annotations
 
 import ipaddress
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +161,21 @@ HM_UPDATE = frozenset(
 )
 HM_CREATE = HM_UPDATE | {"pool_id", "type", "project_id", "tenant_id"}
 HTTP_MONITORS = frozenset({"HTTP", "HTTPS"})
+# Body fields Octavia's WSME types declare as UuidType: anything else there is a 400.
+UUID_FIELDS = frozenset(
+    {
+        "loadbalancer_id",
+        "listener_id",
+        "pool_id",
+        "default_pool_id",
+        "subnet_id",
+        "vip_subnet_id",
+        "vip_network_id",
+        "vip_port_id",
+        "vip_qos_policy_id",
+        "flavor_id",
+    }
+)
 # Columns Octavia filters on but renders only as lists of ids (`loadbalancers: [{id}]`),
 # per collection: query name -> the hidden column holding it. Octavia maps the query's
 # `loadbalancer_id` to its `load_balancer_id` column; the rest are rendered fields, which
@@ -367,6 +383,8 @@ class Octavia:
                 f"Invalid input for field/attribute {argument}. Value: '{obj}'. "
                 f"Unknown attribute for argument {argument}: {', '.join(unknown)}"
             )
+        for name in UUID_FIELDS & obj.keys():
+            _check_uuid(name, obj[name])
         return obj
 
     def known(self, row: Record, allowed: frozenset[str]) -> dict[str, Any]:
@@ -795,6 +813,18 @@ def _int(
             f"an integer between {low} and {high}."
         )
     return value
+
+
+def _check_uuid(name: str, value: Any) -> None:
+    if value is None:
+        return
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        raise bad_request(
+            f"Invalid input for field/attribute {name}. Value: '{value}'. "
+            "Value should be UUID format"
+        ) from None
 
 
 def _headers(value: Any) -> dict[str, str]:

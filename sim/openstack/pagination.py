@@ -77,7 +77,10 @@ def _octavia_limit(query: MultiMapping[str], cap: int | None) -> int | None:
             return None
         return int(raw) if cap is None else min(int(raw), cap)
     except ValueError:
-        raise bad_request(f"Supplied pagination limit '{raw}' is not valid.") from None
+        # Raised in a pecan hook before WSME runs, so webob's JSON error shape, not a fault.
+        message = f"Supplied pagination limit '{raw}' is not valid."
+        body = {"code": 400, "title": "Bad Request", "description": message}
+        raise ApiError(400, message, body=body) from None
 
 
 def octavia_page(

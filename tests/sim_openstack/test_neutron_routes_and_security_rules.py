@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import requests
 from openstack import exceptions as sdk_exceptions
 
 from sim.openstack.testing import OpenStackSimHandle
@@ -93,3 +94,64 @@ def test_security_group_rules_create_list_and_refuse_duplicates(conn: Any) -> No
     assert sorted(r.direction for r in listed) == ["egress", "egress", "ingress"]
     assert by_name == [group.id]
     assert len(list(conn.network.security_group_rules(security_group_id=group.id))) == 2
+
+
+def _neutron(sim: OpenStackSimHandle, conn: Any, method: str, path: str, body: Any = None) -> Any:
+    answer = requests.request(
+        method,
+        f"{sim.url}/network/v2.0{path}",
+        json=body,
+        headers={"X-Auth-Token": conn.authorize()},
+        timeout=10,
+    )
+    return answer.status_code, answer.json() if answer.content else None
+
+
+def test_router_create_takes_an_optional_gateway_and_no_routes(
+    sim: OpenStackSimHandle, conn: Any
+) -> None:
+    bare = _neutron(sim, conn, "POST", "/routers", {"router": {"name": "bare"}})
+    routed = _neutron(sim, conn, "POST", "/routers", {"router": {"name": "r", "routes": []}})
+    private = sim.seeded.private_network_id
+    internal_gateway = _neutron(
+        sim,
+        conn,
+        "POST",
+        "/routers",
+        {"router": {"name": "g", "external_gateway_info": {"network_id": private}}},
+    )
+
+    assert bare[0] == 201
+    assert bare[1]["router"]["external_gateway_info"] is None
+    assert routed == (
+        400,
+        {
+            "NeutronError": {
+                "type": "HTTPBadRequest",
+                "message": "Attribute 'routes' not allowed in POST",
+                "detail": "",
+            }
+        },
+    )
+    assert internal_gateway[1]["NeutronError"] == {
+        "type": "BadRequest",
+        "message": f"Bad router request: Network {private} is not an external network.",
+        "detail": "",
+    }
+    assert sorted(r["name"] for r in sim.resources("router")) == ["bare", "router1"]
+
+
+def test_a_router_with_an_interface_cannot_be_deleted(sim: OpenStackSimHandle, conn: Any) -> None:
+    router_id = sim.seeded.router_id
+    (interface,) = [
+        p["id"]
+        for p in sim.resources("port")
+        if p["device_id"] == router_id and p["device_owner"] == "network:router_interface"
+    ]
+
+    status, body = _neutron(sim, conn, "DELETE", f"/routers/{router_id}")
+
+    assert (status, body["NeutronError"]["type"]) == (409, "RouterInUse")
+    assert body["NeutronError"]["message"] == (
+        f"Router {router_id} has ports still attached: {interface}"
+    )

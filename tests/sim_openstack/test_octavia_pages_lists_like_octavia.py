@@ -160,18 +160,30 @@ def test_an_empty_list_still_carries_its_links_key(octavia: Octavia) -> None:
 
 
 @pytest.mark.parametrize(
-    ("params", "message"),
+    ("params", "error"),
     [
-        ({"marker": "no-such-lb"}, "Supplied pagination marker 'no-such-lb' is not valid."),
-        ({"limit": "ten"}, "Supplied pagination limit 'ten' is not valid."),
+        (
+            {"marker": "no-such-lb"},
+            {
+                "faultcode": "Client",
+                "faultstring": "Supplied pagination marker 'no-such-lb' is not valid.",
+                "debuginfo": None,
+            },
+        ),
+        # The limit is parsed in a pecan hook, outside WSME: webob's error shape.
+        (
+            {"limit": "ten"},
+            {
+                "code": 400,
+                "title": "Bad Request",
+                "description": "Supplied pagination limit 'ten' is not valid.",
+            },
+        ),
     ],
 )
 def test_a_bad_marker_or_limit_is_400(
-    octavia: Octavia, params: dict[str, str], message: str
+    octavia: Octavia, params: dict[str, str], error: dict[str, Any]
 ) -> None:
     status, body = octavia.get(f"{octavia.base}/loadbalancers", **params)
 
-    assert (status, body) == (
-        400,
-        {"faultcode": "Client", "faultstring": message, "debuginfo": None},
-    )
+    assert (status, body) == (400, error)

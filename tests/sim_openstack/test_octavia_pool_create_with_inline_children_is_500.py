@@ -80,18 +80,27 @@ def test_empty_inline_children_are_accepted(sim: OpenStackSimHandle, conn: Any, 
     assert sim.inventory()["pool"] == 1
 
 
-def test_a_pool_for_a_listener_that_does_not_exist_is_500(
+def test_a_pool_for_a_listener_that_does_not_exist_is_500_a_malformed_id_400(
     sim: OpenStackSimHandle, conn: Any, lb_id: str
 ) -> None:
-    status, body = _post(
-        sim, conn.authorize(), "/pools", {"pool": _pool(listener_id="no-such-listener")}
-    )
+    missing = "6a4f2b7e-0000-4000-8000-000000000000"
+    status, body = _post(sim, conn.authorize(), "/pools", {"pool": _pool(listener_id=missing)})
 
     assert (status, body["faultstring"]) == (
         500,
         "'NoneType' object has no attribute 'load_balancer_id'",
     )
     assert sim.inventory()["pool"] == 0
+    malformed = _post(sim, conn.authorize(), "/pools", {"pool": _pool(listener_id="nope")})
+    assert malformed == (
+        400,
+        {
+            "faultcode": "Client",
+            "faultstring": "Invalid input for field/attribute listener_id. Value: 'nope'. "
+            "Value should be UUID format",
+            "debuginfo": None,
+        },
+    )
 
 
 def test_the_same_children_are_fine_inside_a_load_balancer_create(
