@@ -47,7 +47,7 @@ class ThreadingServer(ThreadingMixIn, WSGIServer):
 
 
 class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 
@@ -268,9 +268,7 @@ def init_octavia(stack: Path) -> None:
     from oslo_db.sqlalchemy import enginefacade
 
     facade = enginefacade.transaction_context()
-    facade.configure(
-        connection=f"sqlite:///{stack}/octavia/octavia.sqlite", sqlite_fk=True
-    )
+    facade.configure(connection=f"sqlite:///{stack}/octavia/octavia.sqlite", sqlite_fk=True)
     engine = facade.writer.get_engine()
     base_models.BASE.metadata.create_all(engine)
     session = facade.writer.get_sessionmaker()()
@@ -347,7 +345,7 @@ def nova_servers(stack: Path, orders: list[dict[str, Any]]) -> None:
     for order in orders:
         with context.target_cell(admin, cell) as cctxt:
             if order["op"] == "create":
-                _create_server(cctxt, admin, cell, order, objects, network_model)
+                _create_server(cctxt, admin, cell, order, modules=(objects, network_model))
             elif order["op"] == "status":
                 instance = objects.Instance.get_by_uuid(cctxt, order["id"])
                 stopped = order["status"] == "SHUTOFF"
@@ -363,9 +361,11 @@ def nova_servers(stack: Path, orders: list[dict[str, Any]]) -> None:
 
 
 def _create_server(
-    cctxt: Any, admin: Any, cell: Any, order: dict[str, Any], objects: Any, network_model: Any
+    cctxt: Any, admin: Any, cell: Any, order: dict[str, Any], *, modules: tuple[Any, Any]
 ) -> None:
     import datetime
+
+    objects, network_model = modules
 
     flavor = objects.Flavor(
         name="m1.medium",
@@ -401,7 +401,7 @@ def _create_server(
         root_gb=40,
         ephemeral_gb=0,
         image_ref="00000000-0000-0000-0000-0000000000aa",
-        launched_at=datetime.datetime.now(datetime.timezone.utc),
+        launched_at=datetime.datetime.now(datetime.UTC),
     )
     vif = network_model.VIF(
         id=order["port_id"],
@@ -418,9 +418,7 @@ def _create_server(
             ],
         ),
     )
-    instance.info_cache = objects.InstanceInfoCache(
-        network_info=network_model.NetworkInfo([vif])
-    )
+    instance.info_cache = objects.InstanceInfoCache(network_info=network_model.NetworkInfo([vif]))
     instance.create()
     objects.InstanceMapping(
         context=admin,

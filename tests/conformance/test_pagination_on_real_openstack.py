@@ -1,0 +1,153 @@
+"""Lists longer than a page, on the real services: Octavia caps every list at 1,000 items
+(`pagination_max_limit`) and Nova at 1,000 (`[api] max_limit`); past that they answer one
+page and a "next" link. A pool of 1,500 members must be read whole, or every no-op resync
+would send a needless batch update (and, in serial mode, never converge).
+
+These run the provider itself (the service worker's code) against the real cloud, so
+1,500 members need no 1,500-node cluster; what the provider did is counted from the real
+servers' own access logs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from protocol.views import (
+    Node,
+    NodeAddress,
+    NodeSpec,
+    NodeStatus,
+    OwnerMeta,
+    Service,
+    ServicePort,
+    ServiceSpec,
+)
+from provider.errors import RetryAfter
+from provider.openstack.client import build_client
+from provider.openstack.cloud import OpenStackCloud
+from provider.openstack.config import load_settings
+from provider.openstack.resources import Server
+from provider.settings import ProviderSettings
+from tests.conformance.realcloud import RealCloud
+from tests.e2e.conftest import wait_for
+
+pytestmark = pytest.mark.conformance
+
+MEMBERS = 1_500
+T = TypeVar("T")
+
+
+@pytest.fixture
+def cloud(real_cloud: RealCloud, tmp_path: Path) -> Iterator[OpenStackCloud]:
+    path = tmp_path / "cloud.conf"
+    path.write_text(real_cloud.cloud_conf_path.read_text())
+    provider_settings = ProviderSettings(
+        cloud_config=path, cluster_name="paging", cloud_api_qps=1000.0, cloud_api_burst=1000
+    )
+    settings = load_settings(path, environ={})
+    client = build_client(
+        settings=settings, provider_settings=provider_settings, registry=CollectorRegistry()
+    )
+    built = OpenStackCloud(client=client, settings=settings, provider_settings=provider_settings)
+    yield built
+    built.close()
+
+
+def many_nodes(count: int) -> list[Node]:
+    """`count` nodes with addresses in the tenant subnet (members need no server)."""
+    first = int(ipaddress.IPv4Address("10.0.16.0"))
+    return [
+        Node(
+            metadata=OwnerMeta(name=f"paged-{i:05d}", uid=f"uid-paged-{i}"),
+            spec=NodeSpec(),
+            status=NodeStatus(
+                addresses=(
+                    NodeAddress(type="InternalIP", address=str(ipaddress.IPv4Address(first + i))),
+                )
+            ),
+        )
+        for i in range(count)
+    ]
+
+
+def big_service() -> Service:
+    return Service(
+        metadata=OwnerMeta(name="big", namespace="paging", uid="uid-big"),
+        spec=ServiceSpec(
+            type="LoadBalancer",
+            ports=(ServicePort(name="http", protocol="TCP", port=80, node_port=30080),),
+        ),
+    )
+
+
+def until_done(call: Callable[[], T], *, timeout: float = 180.0) -> T:
+    """Repeat `call` while it raises RetryAfter, as the worker would (after a short wait)."""
+    outcome: list[T] = []
+
+    def attempt() -> bool:
+        try:
+            outcome.append(call())
+        except RetryAfter:
+            return False
+        return True
+
+    wait_for(attempt, timeout=timeout, what="the provider call converged")
+    return outcome[0]
+
+
+def test_a_pool_of_1500_members_is_read_whole_and_a_resync_writes_nothing(
+    real_cloud: RealCloud, cloud: OpenStackCloud
+) -> None:
+    lbs = cloud.load_balancers()
+    assert lbs is not None
+    nodes = many_nodes(MEMBERS)
+    service = big_service()
+    until_done(lambda: lbs.ensure(service=service, nodes=nodes))
+    octavia = real_cloud.connection("ccm").load_balancer
+    (pool,) = [p for p in octavia.pools() if p.name.startswith("pool_0_kube_service_paging")]
+    assert len(list(octavia.members(pool.id))) == MEMBERS  # openstacksdk pages too
+
+    mark = real_cloud.mark()
+    until_done(lambda: lbs.ensure(service=service, nodes=nodes))
+    member_pages = [
+        c for c in real_cloud.calls(since=mark) if c.method == "GET" and c.path.endswith("/members")
+    ]
+    assert len(member_pages) == 2  # 1,000 + 500, following the next link
+    assert real_cloud.writes(since=mark) == []
+
+    mark = real_cloud.mark()
+    until_done(lambda: lbs.update(service=service, nodes=nodes[1:]))
+    assert [(c.method, c.path.rsplit("/", 1)[-1]) for c in real_cloud.writes(since=mark)] == [
+        ("PUT", "members")
+    ]
+    wait_for(
+        lambda: len(list(octavia.members(pool.id))) == MEMBERS - 1,
+        timeout=60,
+        what="one member fewer",
+    )
+
+    until_done(lambda: lbs.ensure_deleted(service=service))
+    assert [lb for lb in octavia.load_balancers() if lb.name.endswith("_paging_big")] == []
+
+
+def test_a_server_list_longer_than_novas_page_is_read_whole(
+    real_cloud: RealCloud, cloud: OpenStackCloud
+) -> None:
+    before = len(list(real_cloud.connection("ccm").compute.servers()))
+    first = int(ipaddress.IPv4Address("10.0.32.0"))
+    extra = [
+        (f"paged-server-{i:04d}", str(ipaddress.IPv4Address(first + i)))
+        for i in range(MEMBERS - before + 1)
+    ]
+    real_cloud.add_servers(extra, ports=False)
+    everything: list[Any] = cloud.client.list_all(
+        Server, "compute", "/servers/detail", key="servers", request="server_list"
+    )
+    assert len(everything) == MEMBERS + 1
+    assert len({s.id for s in everything}) == MEMBERS + 1
