@@ -421,6 +421,12 @@ class OpenStackClient:
         if status in _RETRY_STATUSES:
             advised = retry_after_seconds(response.headers.get("Retry-After"))
             return RetryAfter(message, delay=advised or 1.0)
+        if status == 413:
+            # oslo.middleware's default limit (112 KiB) is about 1,000 load-balancer members.
+            message += (
+                f" (the request body, {len(response.request.body or b'')} bytes, is over the "
+                "cloud's limit: raise [oslo_middleware] max_request_body_size)"
+            )
         return CloudError(message, status=status, retryable=status not in _NOT_RETRYABLE)
 
     def _transport_error(self, request: str, method: str, path: str, exc: Exception) -> CloudError:

@@ -48,6 +48,7 @@ ADMIN_PASSWORD = "conformance-admin"
 TENANT = {"username": "ccm", "password": "ccm-conformance", "project": "demo"}
 START_TIMEOUT = 120.0
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+OCTAVIA_MAX_BODY = 4 * 1024 * 1024
 # Every name pyccm may send as `provider` (its default is amphora); all load the noop driver.
 PROVIDERS = "amphora:noop here,octavia:noop here,noop_driver:The no-op driver"
 
@@ -407,6 +408,10 @@ connection = sqlite:///{workdir}/octavia/octavia.sqlite
 pool_timeout =
 [oslo_messaging]
 topic = octavia_prov
+[oslo_middleware]
+# The default, 112 KiB, refuses (413) a load balancer or batch member update of more than
+# ~1,000 members: a large cluster's Octavia must raise it (pyccm's README says so).
+max_request_body_size = {OCTAVIA_MAX_BODY}
 [controller_worker]
 network_driver = allowed_address_pairs_driver
 compute_driver = compute_noop_driver
