@@ -7,7 +7,7 @@ UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: setup demo test lint types contracts pytest bench clean
+.PHONY: setup demo test lint types contracts pytest conformance bench clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -37,6 +37,12 @@ contracts: setup
 
 pytest: setup
 	$(RUN) pytest -q
+
+# pyccm against the real Keystone, Neutron, Octavia and Nova (README: "Conformance tier").
+# The services install once per machine into ~/.cache/pyccm-conformance.
+conformance: setup
+	$(PYTHON) conformance/install.py
+	$(RUN) pytest -m conformance -v -p no:cacheprovider tests/conformance
 
 bench: setup
 	$(RUN) python -m bench.kube_sim

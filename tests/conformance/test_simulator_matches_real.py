@@ -1,0 +1,265 @@
+"""The simulator against the real services: the same requests to both, the same answers.
+
+For each request pyccm makes (or whose answer it relies on), both sides must agree on the
+status code, on the error wording pyccm keys on, and on the presence and JSON type of every
+field pyccm decodes (the fields of its msgspec views in `provider/`). A difference is a
+simulator bug, or one listed with its reason in `sim/openstack/README.md`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import pytest
+
+from provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
+from provider.openstack.resources import Port, Server
+from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from tests.conformance.realcloud import RealCloud
+from tests.e2e.conftest import wait_for
+
+pytestmark = pytest.mark.conformance
+
+# The settler of the real Octavia waits 0.5 s; the simulator is slowed to match, so a
+# request sent right after a create meets PENDING_CREATE on both.
+PROVISIONING = 2.0
+
+
+@dataclass
+class Side:
+    name: str
+    connection: Any
+    subnet_id: str
+    network_id: str
+    octavia_root: str
+
+    def call(self, service: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        proxy = getattr(self.connection, service)
+        response = proxy.request(path, method, json=body, raise_exc=False)
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, response.text
+
+
+@pytest.fixture(scope="module")
+def sides(real_cloud: RealCloud) -> Iterator[tuple[Side, Side]]:
+    with running_openstack_sim(seed_nodes=3, provisioning_delay_s=PROVISIONING) as sim:
+        yield (
+            _side("sim", sim.connection(), sim),
+            _side("real", real_cloud.connection(), real_cloud),
+        )
+
+
+def _side(name: str, connection: Any, cloud: OpenStackSimHandle | RealCloud) -> Side:
+    seeded: Any = cloud.seeded
+    network_id = getattr(seeded, "network_id", "") or getattr(seeded, "private_network_id", "")
+    subnet_id = getattr(seeded, "subnet_id", "") or getattr(seeded, "private_subnet_id", "")
+    endpoint = connection.session.get_endpoint(
+        service_type="load-balancer", interface="public", skip_discovery=True
+    )
+    root = endpoint.rstrip("/").removesuffix("/v2.0").removesuffix("/v2") + "/"
+    return Side(name, connection, subnet_id, network_id, root)
+
+
+def fields_of(view: type[msgspec.Struct]) -> list[str]:
+    return [f.encode_name for f in msgspec.structs.fields(view)]
+
+
+def json_type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def differences(view: type[msgspec.Struct], sim: dict[str, Any], real: dict[str, Any]) -> list[str]:
+    """Fields pyccm decodes that one side has and the other has not, or of another type."""
+    found = []
+    for name in fields_of(view):
+        if (name in sim) != (name in real):
+            found.append(f"{name}: sim has it {name in sim}, real has it {name in real}")
+        elif name in sim and json_type(sim[name]) != json_type(real[name]):
+            found.append(f"{name}: sim {json_type(sim[name])}, real {json_type(real[name])}")
+    return found
+
+
+def create_lb(side: Side, name: str) -> dict[str, Any]:
+    body = {
+        "loadbalancer": {
+            "name": name,
+            "vip_subnet_id": side.subnet_id,
+            "provider": "amphora",
+            "tags": [name],
+            "listeners": [
+                {
+                    "name": f"{name}-80",
+                    "protocol": "TCP",
+                    "protocol_port": 80,
+                    "default_pool": {
+                        "name": f"{name}-pool",
+                        "protocol": "TCP",
+                        "lb_algorithm": "ROUND_ROBIN",
+                        "members": [
+                            {"address": f"10.0.0.{10 + i}", "protocol_port": 30080}
+                            for i in range(3)
+                        ],
+                        "healthmonitor": {
+                            "type": "TCP",
+                            "delay": 5,
+                            "timeout": 3,
+                            "max_retries": 1,
+                        },
+                    },
+                }
+            ],
+        }
+    }
+    status, answer = side.call("load_balancer", "POST", "/lbaas/loadbalancers", body)
+    assert status == 201, (side.name, answer)
+    lb: dict[str, Any] = answer["loadbalancer"]
+    return lb
+
+
+def active(side: Side, lb_id: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        status, answer = side.call("load_balancer", "GET", f"/lbaas/loadbalancers/{lb_id}")
+        lb: dict[str, Any] = answer["loadbalancer"]
+        return lb if status == 200 and lb["provisioning_status"] == "ACTIVE" else None
+
+    return wait_for(probe, timeout=60, what=f"{side.name} load balancer ACTIVE")
+
+
+def both(sides: tuple[Side, Side], *args: Any) -> tuple[tuple[int, Any], tuple[int, Any]]:
+    sim, real = sides
+    return sim.call(*args), real.call(*args)
+
+
+def test_the_octavia_version_document_at_the_root(sides: tuple[Side, Side]) -> None:
+    answers = []
+    for side in sides:
+        proxy = side.connection.load_balancer
+        response = proxy.request(side.octavia_root, "GET", raise_exc=False)
+        answers.append((response.status_code, response.json()))
+    (sim_status, sim_doc), (real_status, real_doc) = answers
+    assert sim_status == real_status == 200
+    for doc in (sim_doc, real_doc):
+        ids = [v["id"] for v in doc["versions"]]
+        assert all(i.startswith("v2.") for i in ids)
+        assert {k for v in doc["versions"] for k in v} >= {"id", "status", "links"}
+
+
+def test_a_busy_load_balancer_answers_409_with_the_same_wordings(
+    sides: tuple[Side, Side],
+) -> None:
+    for side in sides:
+        lb = create_lb(side, f"busy-{side.name}")
+        put = side.call(
+            "load_balancer", "PUT", f"/lbaas/loadbalancers/{lb['id']}", {"loadbalancer": {}}
+        )
+        listener = side.call(
+            "load_balancer",
+            "POST",
+            "/lbaas/listeners",
+            {"listener": {"loadbalancer_id": lb["id"], "protocol": "TCP", "protocol_port": 81}},
+        )
+        assert put[0] == 409, (side.name, put)
+        assert put[1]["faultstring"].startswith("Invalid state PENDING_CREATE"), side.name
+        assert listener[0] == 409, (side.name, listener)
+        assert "is immutable" in listener[1]["faultstring"], side.name
+        active(side, lb["id"])
+
+
+def test_the_fields_pyccm_reads_have_the_same_types(sides: tuple[Side, Side]) -> None:
+    built = {}
+    for side in sides:
+        lb = create_lb(side, f"shape-{side.name}")
+        built[side.name] = active(side, lb["id"])
+    sim_lb, real_lb = built["sim"], built["real"]
+    assert differences(LoadBalancer, sim_lb, real_lb) == []
+    lists: list[tuple[type[msgspec.Struct], str, str]] = [
+        (Listener, "listeners", "/lbaas/listeners?loadbalancer_id={lb}"),
+        (Pool, "pools", "/lbaas/pools?loadbalancer_id={lb}"),
+    ]
+    for view, key, path in lists:
+        (s_status, s_doc), (r_status, r_doc) = (
+            side.call("load_balancer", "GET", path.format(lb=built[side.name]["id"]))
+            for side in sides
+        )
+        assert s_status == r_status == 200
+        assert len(s_doc[key]) == len(r_doc[key]) == 1, key
+        assert differences(view, s_doc[key][0], r_doc[key][0]) == [], key
+    pools = [
+        side.call("load_balancer", "GET", f"/lbaas/pools?loadbalancer_id={built[side.name]['id']}")[
+            1
+        ]["pools"][0]["id"]
+        for side in sides
+    ]
+    members = [
+        side.call("load_balancer", "GET", f"/lbaas/pools/{pool}/members")[1]["members"]
+        for side, pool in zip(sides, pools, strict=True)
+    ]
+    assert differences(Member, members[0][0], members[1][0]) == []
+    ports = [
+        side.call("network", "GET", f"/ports?network_id={side.network_id}")[1]["ports"]
+        for side in sides
+    ]
+    assert ports[0]
+    assert ports[1]
+    assert differences(Port, ports[0][0], ports[1][0]) == []
+    servers = [side.call("compute", "GET", "/servers/detail")[1]["servers"] for side in sides]
+    assert differences(Server, servers[0][0], servers[1][0]) == []
+
+
+def test_a_pool_create_with_inline_members_is_a_500_and_creates_nothing(
+    sides: tuple[Side, Side],
+) -> None:
+    for side in sides:
+        lb = active(side, create_lb(side, f"inline-{side.name}")["id"])
+        before = side.call("load_balancer", "GET", f"/lbaas/pools?loadbalancer_id={lb['id']}")
+        status, answer = side.call(
+            "load_balancer",
+            "POST",
+            "/lbaas/pools",
+            {
+                "pool": {
+                    "loadbalancer_id": lb["id"],
+                    "protocol": "TCP",
+                    "lb_algorithm": "ROUND_ROBIN",
+                    "members": [{"address": "10.0.0.10", "protocol_port": 30081}],
+                }
+            },
+        )
+        assert status == 500, (side.name, answer)
+        assert set(answer) >= {"faultcode", "faultstring"}, side.name
+        after = side.call("load_balancer", "GET", f"/lbaas/pools?loadbalancer_id={lb['id']}")
+        assert len(after[1]["pools"]) == len(before[1]["pools"]), side.name
+
+
+def test_lists_page_with_the_same_links(sides: tuple[Side, Side]) -> None:
+    for side in sides:
+        lbs = side.call("load_balancer", "GET", "/lbaas/loadbalancers?limit=1")[1]
+        assert len(lbs["loadbalancers"]) == 1, side.name
+        (link,) = [li for li in lbs["loadbalancers_links"] if li["rel"] == "next"]
+        assert "marker=" in link["href"], side.name
+        assert "limit=1" in link["href"], side.name
+        servers = side.call("compute", "GET", "/servers/detail?limit=1")[1]
+        assert [li["rel"] for li in servers["servers_links"]] == ["next"], side.name
+        ports = side.call("network", "GET", "/ports?limit=1")[1]
+        assert "next" in [li["rel"] for li in ports["ports_links"]], side.name
+        unpaged = side.call("network", "GET", "/ports")[1]
+        assert "ports_links" not in unpaged, side.name
+
+
+def test_filters_pyccm_sends_are_understood(sides: tuple[Side, Side]) -> None:
+    for side in sides:
+        for service, path, key in (
+            ("network", "/floatingips?port_id=00000000-0000-0000-0000-000000000000", "floatingips"),
+            ("network", "/ports?fixed_ips=ip_address%3D10.0.0.10", "ports"),
+            ("load_balancer", "/lbaas/loadbalancers?name=no-such-lb", "loadbalancers"),
+        ):
+            status, answer = side.call(service, "GET", path)
+            assert status == 200, (side.name, path, answer)
+            assert isinstance(answer[key], list), (side.name, path)
+        status, answer = side.call("network", "GET", "/ports?fixed_ips=ip_address%3D10.0.0.10")
+        assert len(answer["ports"]) == 1, side.name
