@@ -1,0 +1,150 @@
+"""A cloud.conf that cannot work, on the real services: a Keystone that is down, a wrong
+password, a cloud without Octavia in its catalog. Each must reach the operator as one clear
+line (a log line and the upstream Warning event on the Service), never a traceback, never a
+secret, and be retried with backoff, not in a hot loop."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyccm.demo import child
+from tests.conformance.realcloud import TENANT, RealCloud
+from tests.e2e.conftest import Kube, wait_for
+
+pytestmark = pytest.mark.conformance
+
+FAILED_LINE = re.compile(r"^(\S+ \S+) .*sync of default/svc-00000 failed: (.*)$", re.M)
+WRONG_PASSWORD = "not-the-password-4711"
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, Path]]:
+    workdir = tmp_path_factory.mktemp("kube")
+    kubeconfig = workdir / "kubeconfig"
+    arguments = ["sim", "kube", "--seed-nodes", "2", "--seed-services", "1"]
+    with child([*arguments, "--kubeconfig-out", str(kubeconfig)], workdir / "kube.log"):
+        client = Kube(kubeconfig)
+        yield client, kubeconfig
+        client.client.close()
+
+
+def worker(kubeconfig: Path, cloud_conf: Path, log: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "pyccm", "worker", "service", "--standalone"]
+    command += ["--kubeconfig", str(kubeconfig), "--cloud-config", str(cloud_conf)]
+    with log.open("wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+def failures(log: Path) -> list[tuple[float, str]]:
+    found = []
+    for stamp, message in FAILED_LINE.findall(log.read_text(errors="replace")):
+        seconds = time.mktime(time.strptime(stamp.split(",")[0], "%Y-%m-%d %H:%M:%S"))
+        found.append((seconds + int(stamp.split(",")[1]) / 1000, message))
+    return found
+
+
+def warnings_on_the_service(kube: Kube) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in kube.events("SyncLoadBalancerFailed")
+        if e["involvedObject"]["name"] == "svc-00000"
+    ]
+
+
+def check_one_clear_line(kube: Kube, log: Path, expected: str, *, secret: str) -> None:
+    """The Warning and the log say `expected`; no traceback, no secret, and backoff."""
+    count = len(warnings_on_the_service(kube))
+    wait_for(
+        lambda: len(warnings_on_the_service(kube)) > count,
+        timeout=60,
+        what="a SyncLoadBalancerFailed Warning on the Service",
+    )
+    message = warnings_on_the_service(kube)[-1]["message"]
+    assert expected in message
+    assert "\n" not in message
+    # Retried with backoff: the third attempt comes seconds after the second (the workqueue's
+    # 5 s first delay), not milliseconds.
+    seen = wait_for(lambda: failures(log)[2:3], timeout=60, what="a third attempt")
+    attempts = failures(log)
+    assert attempts[2][0] - attempts[1][0] >= 4.0, attempts[:3]
+    assert all(expected in m for _, m in attempts), attempts
+    assert seen
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text
+    assert secret not in text
+    assert secret not in message
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def bad_conf(real_cloud: RealCloud, tmp_path: Path, **replace: str) -> Path:
+    text = real_cloud.cloud_conf_path.read_text()
+    for key, value in replace.items():
+        text = re.sub(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
+    path = tmp_path / "cloud.conf"
+    path.write_text(text)
+    return path
+
+
+def test_a_keystone_that_is_down(
+    real_cloud: RealCloud, kube: tuple[Kube, Path], tmp_path: Path
+) -> None:
+    conf = bad_conf(real_cloud, tmp_path, **{"auth-url": "http://127.0.0.1:9/v3"})
+    process = worker(kube[1], conf, tmp_path / "worker.log")
+    try:
+        check_one_clear_line(
+            kube[0],
+            tmp_path / "worker.log",
+            "Unable to establish connection",
+            secret=TENANT["password"],
+        )
+    finally:
+        stop(process)
+
+
+def test_a_wrong_password(real_cloud: RealCloud, kube: tuple[Kube, Path], tmp_path: Path) -> None:
+    conf = bad_conf(real_cloud, tmp_path, password=WRONG_PASSWORD)
+    process = worker(kube[1], conf, tmp_path / "worker.log")
+    try:
+        check_one_clear_line(kube[0], tmp_path / "worker.log", "HTTP 401", secret=WRONG_PASSWORD)
+    finally:
+        stop(process)
+
+
+def test_octavia_missing_from_the_catalog(
+    real_cloud: RealCloud, kube: tuple[Kube, Path], tmp_path: Path
+) -> None:
+    identity = real_cloud.connection("admin").identity
+    (service,) = [s for s in identity.services() if s.type == "load-balancer"]
+    endpoints = [(e.interface, e.url) for e in identity.endpoints() if e.service_id == service.id]
+    for endpoint in [e for e in identity.endpoints() if e.service_id == service.id]:
+        identity.delete_endpoint(endpoint)
+    process = worker(kube[1], real_cloud.cloud_conf_path, tmp_path / "worker.log")
+    try:
+        check_one_clear_line(
+            kube[0],
+            tmp_path / "worker.log",
+            "no load-balancer endpoint in the service catalog",
+            secret=TENANT["password"],
+        )
+    finally:
+        stop(process)
+        for interface, url in endpoints:
+            identity.create_endpoint(
+                service_id=service.id, interface=interface, url=url, region_id="RegionOne"
+            )
