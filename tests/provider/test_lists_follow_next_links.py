@@ -26,4 +26,3 @@ def test_a_paged_port_list_is_read_to_its_last_page(
     assert len(pages) >= len(everything) // 2
     assert all("limit=2" in c.path for c in pages)
     assert sum("marker=" in c.path for c in pages) == len(pages) - 1
-
