@@ -164,29 +164,42 @@ class Elector:
             return
 
     def release(self) -> bool:
-        """Give the lease up now (clean shutdown): clear the holder so a standby need not wait."""
+        """Give the lease up now (clean shutdown): clear the holder so a standby need not wait.
+
+        The elector is stopped first and a renewal in flight allowed to finish, so the
+        release does not race it for the resourceVersion; a 409 all the same (the renewal
+        landed between) is answered by re-reading the Lease and trying once more, never by
+        giving up and leaving the standby to wait out the whole lease.
+        """
         self._stop.set()
-        # Never clear a holder that is not us (the Lease may have been taken meanwhile).
-        record = self._record
-        if record is None or not self._holds(record):
-            return False
-        spec = record.spec
-        released = LeaseSpec(
-            holder_identity="",
-            lease_duration_seconds=1,
-            acquire_time=spec.acquire_time,
-            renew_time=_now(),
-            lease_transitions=spec.lease_transitions,
-        )
-        try:
-            self._update(record, released)
-        except KubeError as error:
-            log.warning("could not release the lease: %s", error)
-            return False
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(self._settings.renew_deadline)
+        for attempt in range(2):
+            # Never clear a holder that is not us (the Lease may have been taken meanwhile).
+            record = self._record
+            if record is None or not self._holds(record):
+                return False
+            try:
+                self._update(record, _released(record.spec))
+                break
+            except Conflict as error:
+                if attempt:
+                    log.warning("could not release the lease: %s", error)
+                    return False
+                self._reread()
+            except KubeError as error:
+                log.warning("could not release the lease: %s", error)
+                return False
         self.leading.clear()
         metrics.LEADER.labels(name=self._settings.name).set(0)
         log.info("%s released the lease", self.identity)
         return True
+
+    def _reread(self) -> None:
+        try:
+            self._get()
+        except KubeError as error:
+            log.warning("could not re-read the lease to release it: %s", error)
 
     # --- one attempt ----------------------------------------------------------------
 
@@ -287,6 +300,16 @@ class Elector:
         data = self._client.request("PUT", f"{self._path}/{self._settings.name}", body=body)
         self._record = msgspec.json.decode(data, type=Lease)
         self._observe(self._record)
+
+
+def _released(spec: LeaseSpec) -> LeaseSpec:
+    return LeaseSpec(
+        holder_identity="",
+        lease_duration_seconds=1,
+        acquire_time=spec.acquire_time,
+        renew_time=_now(),
+        lease_transitions=spec.lease_transitions,
+    )
 
 
 def _renewed(spec: LeaseSpec, now: str) -> LeaseSpec:
