@@ -155,3 +155,27 @@ def test_managed_security_groups_open_the_node_ports_on_member_ports(
     delete(lbs, with_annotations(svc, outcome.annotations_to_set))
     assert not [g for g in sim.resources("security_group") if g["id"] == group["id"]]
     assert ports_of(sim, group["id"]) == []
+
+
+def test_with_ovn_the_source_ranges_are_enforced_by_the_security_group(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    # ovn has no allowed_cidrs but keeps client addresses: each source range becomes the
+    # remote prefix of the node-port rules (upstream §3.10), so the Service is created.
+    ovn = "lb-provider = ovn\nlb-method = SOURCE_IP_PORT\nmanage-security-groups = true"
+    lbs = make_lbs(f"[LoadBalancer]\n{ovn}")
+    svc = service(
+        ports=((80, 30080, "TCP"),),
+        load_balancer_source_ranges=("192.0.2.0/24", "198.51.100.0/24"),
+    )
+
+    ensure(lbs, svc, nodes(2, sim=sim))
+
+    (group,) = [g for g in sim.resources("security_group") if g["name"].startswith("lb-sg-")]
+    rules = {
+        (r["port_range_min"], r["remote_ip_prefix"])
+        for r in sim.resources("security_group_rule")
+        if r["security_group_id"] == group["id"] and r["direction"] == "ingress"
+    }
+    assert rules == {(30080, "192.0.2.0/24"), (30080, "198.51.100.0/24")}
+    assert one(sim, "listener").get("allowed_cidrs") is None

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from protocol.views import LoadBalancerIngress
+from provider.errors import CloudError
 from provider.interface import LoadBalancers
 from sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
@@ -219,14 +220,13 @@ def test_features_follow_the_octavia_api_version(
     sim: OpenStackSimHandle, make_lbs: MakeLbs, version: str, tags: bool, acl: bool
 ) -> None:
     sim.set_knobs(octavia_version=version)
-    svc = service(ports=((80, 30080, "TCP"),), load_balancer_source_ranges=("10.1.0.0/16",))
+    ranges = ("10.1.0.0/16",) if acl else ()
+    svc = service(ports=((80, 30080, "TCP"),), load_balancer_source_ranges=ranges)
 
-    outcome = ensure(make_lbs(), svc, nodes(1))
+    ensure(make_lbs(), svc, nodes(1))
 
     assert bool(one(sim, "loadbalancer").get("tags")) == tags
     assert one(sim, "listener").get("allowed_cidrs") == (["10.1.0.0/16"] if acl else None)
-    reasons = {e.reason for e in outcome.events}
-    assert ("LoadBalancerSourceRangesIgnored" in reasons) == (not acl)
     # And once in place, the old API's load balancer is left alone too.
     mark = sim.mark()
     make_lbs().ensure(service=svc, nodes=nodes(1))
@@ -285,3 +285,20 @@ def test_a_load_balancer_class_chooses_the_floating_subnet(
     outcome = ensure(lbs, service(annotations={P + "class": "dmz"}), nodes(1))
 
     assert outcome.ingress[0].ip.startswith("198.51.100.")
+
+
+@pytest.mark.parametrize("version", ["2.11", "2.4"])
+def test_source_ranges_an_octavia_cannot_enforce_fail_the_sync_and_create_nothing(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs, version: str
+) -> None:
+    # Upstream warns and creates the load balancer open to everyone (issue 15 item 4).
+    sim.set_knobs(octavia_version=version)
+    svc = service(ports=((80, 30080, "TCP"),), load_balancer_source_ranges=("10.1.0.0/16",))
+    mark = sim.mark()
+
+    with pytest.raises(CloudError, match="restricts its source ranges") as failed:
+        make_lbs().ensure(service=svc, nodes=nodes(1))
+
+    assert failed.value.retryable is False
+    assert writes(sim, mark) == []
+    assert sim.inventory()["loadbalancer"] == 0

@@ -100,6 +100,15 @@ class OctaviaLoadBalancers:
             raise CloudError(f"Service {service.key} has no ports", retryable=False)
         events = a.Events()
         cfg = self._resolver.resolve(service, nodes, events)
+        if cfg.source_ranges_unenforced():
+            # Upstream warns and creates the load balancer open to every address; a Service
+            # that asked for source ranges must not get a less secure load balancer.
+            raise CloudError(
+                f"{service.key} restricts its source ranges, but this Octavia cannot: "
+                "allowed_cidrs needs API 2.12 (and not the ovn provider; with ovn, set "
+                "manage-security-groups); no load balancer is created or changed",
+                retryable=False,
+            )
         specs = desired_listeners(cfg, service, nodes)
         lb, owner = self._usable_lb(cfg, specs)
         if not owner:

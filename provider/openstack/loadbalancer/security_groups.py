@@ -44,8 +44,9 @@ def wanted_rules(cfg: ServiceConfig, service: Service, subnet_cidr: str) -> set[
     network = ipaddress.ip_network(subnet_cidr, strict=False)
     ethertype = "IPv6" if network.version == 6 else "IPv4"
     sources = [str(network)]
-    if cfg.lb_provider == "ovn" and cfg.allowed_cidrs:
-        sources = list(cfg.allowed_cidrs)
+    if cfg.lb_provider == "ovn" and cfg.source_ranges:
+        # ovn has no allowed_cidrs: the source ranges become the rules' remote prefixes.
+        sources = list(cfg.source_ranges)
     rules: set[Rule] = set()
     hc_port = service.spec.health_check_node_port
     if hc_port:

@@ -79,6 +79,9 @@ class ServiceConfig:
     proxy: str
     xff: bool
     timeouts: dict[str, int] | None
+    # The Service's source ranges (allow-all when it has none); enforced by the listeners'
+    # `allowed_cidrs` where Octavia has them, else by security-group rules with ovn.
+    source_ranges: tuple[str, ...]
     allowed_cidrs: tuple[str, ...] | None
     flavor_id: str
     availability_zone: str
@@ -93,6 +96,12 @@ class ServiceConfig:
     cascade_delete: bool
     max_shared_lb: int
     manage_security_groups: bool
+
+    def source_ranges_unenforced(self) -> bool:
+        """Restricting source ranges that nothing here could enforce."""
+        if self.source_ranges == (ALLOW_ALL[self.ip_version],) or self.allowed_cidrs is not None:
+            return False
+        return not (self.lb_provider == "ovn" and self.manage_security_groups)
 
 
 def _lb_class(settings: LoadBalancerSettings, ann: a.Annotations) -> LoadBalancerClass:
@@ -294,7 +303,8 @@ class Resolver:
             proxy=proxy,
             xff=xff,
             timeouts=_timeouts(ann, features),
-            allowed_cidrs=self._allowed_cidrs(ranges, version, features, events),
+            source_ranges=ranges,
+            allowed_cidrs=ranges if features.vip_acl else None,
             flavor_id=ann.string(a.FLAVOR_ID, settings.flavor_id) if features.flavors else "",
             availability_zone=self._zone(ann, features, events),
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
@@ -311,22 +321,6 @@ class Resolver:
             max_shared_lb=settings.max_shared_lb,
             manage_security_groups=settings.manage_security_groups,
         )
-
-    def _allowed_cidrs(
-        self,
-        ranges: tuple[str, ...],
-        version: int,
-        features: OctaviaFeatures,
-        events: a.Events,
-    ) -> tuple[str, ...] | None:
-        if features.vip_acl:
-            return ranges
-        if ranges != (ALLOW_ALL[version],) and not self._settings.manage_security_groups:
-            events.warn(
-                "LoadBalancerSourceRangesIgnored",
-                "source ranges need Octavia API 2.12 (and not the ovn provider); ignored",
-            )
-        return None
 
     def _zone(self, ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> str:
         zone = ann.string(a.AVAILABILITY_ZONE, self._settings.availability_zone)
