@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -120,7 +120,9 @@ class Informer(Generic[Obj]):
         resource: Resource[Obj],
         sink: Sink[Obj],
         settings: InformerSettings = InformerSettings(),
+        pause: Callable[[float], object] | None = None,
     ) -> None:
+        """`pause(seconds)` waits between attempts (default: until stopped); tests record it."""
         self._client = client
         self._resource: Resource[Obj] = resource
         self._sink: Sink[Obj] = sink
@@ -130,10 +132,17 @@ class Informer(Generic[Obj]):
         )
         self._object_decoder: msgspec.json.Decoder[Obj] = msgspec.json.Decoder(resource.view)
         self._stop = threading.Event()
+        self._pause: Callable[[float], object] = pause or self._stop.wait
         self.synced = threading.Event()
+        # Set while a watch is open; /readyz and pyccm_informer_watch_live report it.
+        self.watching = threading.Event()
         self._thread = threading.Thread(
             target=self.run, name=f"informer-{resource.name}", daemon=True
         )
+
+    @property
+    def resource_name(self) -> str:
+        return self._resource.name
 
     def start(self) -> None:
         self._thread.start()
@@ -142,29 +151,58 @@ class Informer(Generic[Obj]):
         self._stop.set()
 
     def run(self) -> None:
+        """List, then watch from the list's version, forever. Every failure, whatever its
+        type (a TCP reset mid-stream is urllib3's ProtocolError, a cut line a DecodeError),
+        ends in a reconnect with backoff: an exception that escaped this loop would leave
+        the manager serving a cache that never changes again. A 410 relists at once the
+        first time; 410s in a row back off like any failure (a server that keeps answering
+        410 must not be relisted in a tight loop)."""
         backoff = Backoff(
             initial=self._settings.backoff_initial, maximum=self._settings.backoff_max
         )
         version: str | None = None
         cause = "start"
+        gone_in_a_row = 0
         while not self._stop.is_set():
             try:
                 if version is None:
                     version = self._relist(cause)
-                    backoff.reset()
                 version = self._watch(version)
                 backoff.reset()
+                gone_in_a_row = 0
             except Gone:
+                self._set_live(False)
+                gone_in_a_row += 1
+                delay = backoff.next() if gone_in_a_row > 1 else 0.0
                 log.info(
-                    "%s: resourceVersion %s is gone; listing again", self._resource.name, version
+                    "%s: resourceVersion %s is gone; listing again in %.1fs",
+                    self._resource.name,
+                    version,
+                    delay,
                 )
+                self._pause(delay)
                 version, cause = None, "gone"
-            except (KubeError, OSError) as error:
+            except Exception as error:
+                self._set_live(False)
                 delay = backoff.next()
-                log.warning("%s: %s; retrying in %.1fs", self._resource.name, error, delay)
-                self._stop.wait(delay)
+                log.warning(
+                    "%s: %s: %s; retrying in %.1fs",
+                    self._resource.name,
+                    type(error).__name__,
+                    error,
+                    delay,
+                )
+                self._pause(delay)
                 if not self.synced.is_set():
                     version, cause = None, "error"
+        self._set_live(False)
+
+    def _set_live(self, live: bool) -> None:
+        if live:
+            self.watching.set()
+        else:
+            self.watching.clear()
+        metrics.WATCH_LIVE.labels(resource=self._resource.name).set(1 if live else 0)
 
     def _relist(self, cause: str) -> str:
         metrics.INFORMER_RELISTS.labels(resource=self._resource.name, cause=cause).inc()
@@ -201,6 +239,7 @@ class Informer(Generic[Obj]):
             "timeoutSeconds": str(timeout),
         }
         response = self._client.open("GET", self._resource.path, query=query, timeout=timeout + 30)
+        self._set_live(True)
         try:
             for line in _lines(response.stream(65536)):
                 if self._stop.is_set():

@@ -19,6 +19,12 @@ CACHE_OBJECTS = Gauge(
     ["resource"],
     multiprocess_mode="livesum",
 )
+WATCH_LIVE = Gauge(
+    "pyccm_informer_watch_live",
+    "1 while the resource's watch is open, 0 while it is reconnecting.",
+    ["resource"],
+    multiprocess_mode="livesum",
+)
 WRITER_ACTIONS = Counter(
     "pyccm_writer_actions_total",
     "Actions applied to the API, by action and outcome.",

@@ -178,7 +178,15 @@ class Manager:
         readyz["informer-sync"] = lambda: (
             None if self.cache.synced() or not self._leading() else "caches not synced"
         )
+        readyz["informer-watch"] = self._watch_check
         return Checks(healthz=healthz, readyz=readyz)
+
+    def _watch_check(self) -> str | None:
+        """A leader whose watch is down serves a cache that no longer changes: not ready."""
+        if not self._leading():
+            return None
+        down = [i.resource_name for i in self._informers if not i.watching.is_set()]
+        return f"no open watch of {', '.join(down)}" if down else None
 
     def _leading(self) -> bool:
         return self._elector.leading.is_set() or not self._settings.leader_elect
