@@ -70,3 +70,45 @@ def test_a_new_node_and_an_address_change_are_routed_well_before_the_period() ->
         assert eventually(lambda: cloud.route_table() == {"10.244.1.0/24": "10.0.0.99"})
     finally:
         runner.stop(timeout=5.0)
+
+
+def test_stopping_abandons_a_sync_stuck_in_a_cloud_call_instead_of_waiting_for_it() -> None:
+    # The route worker, busy creating routes, outlived SIGTERM until supervisord killed it.
+    # A stop lets the syncs in flight finish for a moment, then leaves them: the next worker
+    # resumes from the cloud's state.
+    stuck = threading.Event()
+    release = threading.Event()
+
+    def hang(seconds: float) -> None:
+        # Longer than a stop may wait (1.5 s), far shorter than the old 10 s drain, after
+        # which the route would exist and no call would be in flight.
+        stuck.set()
+        release.wait(5)
+
+    cloud = FakeCloud(sleep=hang)
+    cloud.set_delay("routes_create", 1.0)
+    replica = Replica()
+    routes = cloud.routes()
+    assert routes is not None
+    settings = RouteSettings(cluster_cidrs=CLUSTER_CIDRS, reconciliation_period=3600.0)
+    controller = RouteController(replica=replica, routes=routes, settings=settings)
+    runner = Runner(
+        controller=controller,
+        replica=replica,
+        transport=Acking(),
+        settings=RunnerSettings(),
+        committer=Committer(controller=controller.name),
+    )
+    replica.synced.set()
+    runner.start()
+    try:
+        replica.apply(
+            Topic.NODE, "n1", make_node("n1", cidrs=("10.244.1.0/24",), ips=("10.0.0.11",))
+        )
+        assert stuck.wait(10)
+        runner.stop()
+        busy = [t for t in threading.enumerate() if t.name.startswith("route-call")]
+        assert busy  # stop() returned while the cloud call is still in flight
+        assert cloud.route_table() == {}
+    finally:
+        release.set()

@@ -28,6 +28,10 @@ from workers.runtime.replica import Replica
 
 log = logging.getLogger(__name__)
 
+# How long a stopping worker lets its syncs in flight finish: under supervisord's patience,
+# and within the 2 s a process may take to stop on SIGTERM.
+STOP_TIMEOUT = 1.5
+
 SYNCS = Counter("pyccm_sync_total", "Syncs by controller and outcome.", ["controller", "outcome"])
 SYNC_SECONDS = Histogram(
     "pyccm_sync_duration_seconds",
@@ -77,11 +81,22 @@ class Runner:
                 f"{self.controller.name}-{periodic.name}", lambda p=periodic: self._every(p)
             )
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Let the syncs in flight finish for at most `timeout` seconds in all, then leave
+        them: the threads are daemons and die with the process. Abandoning a cloud call is
+        safe because every sync is level-triggered and looks before it creates (a load
+        balancer is found by name, a route by the router's list), so the restarted worker
+        carries on from the cloud's state; waiting longer got the worker SIGKILLed."""
+        deadline = time.monotonic() + timeout
         self._stop.set()
-        self.queue.shutdown_with_drain(timeout)
+        drained = self.queue.shutdown_with_drain(timeout)
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if not drained:
+            log.warning(
+                "%s: stopping with syncs in flight; they resume from the cloud's state",
+                self.controller.name,
+            )
 
     def _spawn(self, name: str, target: object) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
