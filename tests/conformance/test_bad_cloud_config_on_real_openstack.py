@@ -61,13 +61,21 @@ def warnings_on_the_service(kube: Kube) -> list[dict[str, Any]]:
 
 def check_one_clear_line(kube: Kube, log: Path, expected: str, *, secret: str) -> None:
     """The Warning and the log say `expected`; no traceback, no secret, and backoff."""
-    count = len(warnings_on_the_service(kube))
-    wait_for(
-        lambda: len(warnings_on_the_service(kube)) > count,
-        timeout=60,
-        what="a SyncLoadBalancerFailed Warning on the Service",
+    # Earlier tests' workers left Warnings on the same Service: look at new ones only (a
+    # new event, or an old one whose count went up), in no particular list order.
+    before = {e["metadata"]["uid"]: e.get("count", 1) for e in warnings_on_the_service(kube)}
+
+    def fresh() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in warnings_on_the_service(kube)
+            if before.get(e["metadata"]["uid"]) != e.get("count", 1)
+        ]
+
+    (event, *_) = wait_for(
+        fresh, timeout=60, what="a new SyncLoadBalancerFailed Warning on the Service"
     )
-    message = warnings_on_the_service(kube)[-1]["message"]
+    message = event["message"]
     assert expected in message
     assert "\n" not in message
     # Retried with backoff: the third attempt comes seconds after the second (the workqueue's
