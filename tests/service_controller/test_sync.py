@@ -194,6 +194,21 @@ def test_a_service_deleted_without_the_finalizer_still_loses_its_load_balancer(h
     assert "DeletedLoadBalancer" in h.events()
 
 
+def test_a_service_deleted_while_its_first_ensure_is_provisioning_loses_its_load_balancer(
+    h: Harness,
+) -> None:
+    # Issue 15 item 5: the first ensure created the LB and is waiting for ACTIVE; a user
+    # strips the finalizer and deletes the Service. What this process created must go.
+    h.cloud.set_lb_provisioning(syncs=1)
+    h.put(make_service())
+    with pytest.raises(RetryAfter):
+        h.controller.sync(KEY)
+    assert h.cloud.load_balancer(KEY) is not None
+    h.replica.apply(Topic.SERVICE, KEY, None)
+    h.controller.sync(KEY)
+    assert h.cloud.load_balancer(KEY) is None
+
+
 def test_a_service_recreated_with_a_new_uid_gets_a_fresh_load_balancer(h: Harness) -> None:
     ensured(h)
     first = h.cloud.load_balancer(KEY)

@@ -338,6 +338,13 @@ class ServiceController:
         actions: list[Action] = list(leading)
         if not backends.nodes:
             actions.append(_no_nodes(service))
+        # From the first cloud call on, the cloud may hold something of this Service's:
+        # remember the copy we act on (with no print, so the next sync ensures again), so a
+        # Service deleted meanwhile without our finalizer, or an ensure whose writes find it
+        # gone, leads to a cleanup instead of a load balancer nobody knows about.
+        with self._lock:
+            if key not in self._synced:
+                self._synced[key] = Synced(service=service, spec=None, backends=frozenset())
         try:
             outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
         except ImplementedElsewhere:
