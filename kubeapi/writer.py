@@ -74,6 +74,10 @@ class WriterSettings:
     event_namespace: str = "default"
 
 
+class _NotLeader(Exception):
+    """The writer may no longer write (see `may_write`)."""
+
+
 class Writer:
     def __init__(
         self,
@@ -82,7 +86,12 @@ class Writer:
         settings: WriterSettings = WriterSettings(),
         cached_node: Callable[[str], Node | None] = lambda name: None,
         cached_service: Callable[[str], Service | None] = lambda key: None,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`may_write()` is asked before every request: once it says no (the manager let
+        its Lease go, or lost it), nothing more is sent, queued actions included; they
+        fail as NOT_LEADER and the workers resend them to the next leader."""
+        self._may_write = may_write
         self._client = client
         self._settings = settings
         # The first attempt edits the informer's copy (upstream reads its lister too),
@@ -98,6 +107,11 @@ class Writer:
             name = type(action).__name__
             try:
                 self._with_retries(action)
+            except _NotLeader:
+                metrics.WRITER_ACTIONS.labels(action=name, outcome="not_leader").inc()
+                failures.append(
+                    ActionFailure(index=index, kind=FailureKind.NOT_LEADER, message="not leading")
+                )
             except KubeError as error:
                 kind = _failure_kind(action, error)
                 metrics.WRITER_ACTIONS.labels(action=name, outcome=kind.value).inc()
@@ -127,6 +141,8 @@ class Writer:
     def _with_retries(self, action: Action) -> None:
         conflicts = throttles = 0
         while True:
+            if not self._may_write():
+                raise _NotLeader
             try:
                 self._apply_one(action, fresh=conflicts > 0)
                 return

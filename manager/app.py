@@ -60,6 +60,7 @@ class Manager:
             client=self._client,
             cached_node=self.cache.nodes.get,
             cached_service=self.cache.services.get,
+            may_write=self._may_write,
         )
         self.bus = BusServer(
             settings=settings.bus, session=self.session, cache=self.cache, on_result=self._on_result
@@ -80,6 +81,9 @@ class Manager:
             else None
         )
         self._done = threading.Event()
+        # Set when this manager starts letting its Lease go (SIGTERM) or has lost it: from
+        # then on its writer sends nothing, so two managers never write at once.
+        self._letting_go = threading.Event()
         self.exit_code = 0
 
     def _publish(self, delta: Delta) -> None:
@@ -122,7 +126,11 @@ class Manager:
         )
         self._leader_event("became leader")
 
+    def _may_write(self) -> bool:
+        return self._leading() and not self._letting_go.is_set()
+
     def _lost(self) -> None:
+        self._letting_go.set()
         self.bus.pause("lost the lease")
         self.bus.serve(False)
         time.sleep(0.2)  # let the pause reach the workers before we die
@@ -131,6 +139,7 @@ class Manager:
 
     def _terminate(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: pausing workers and releasing the lease", signum)
+        self._letting_go.set()
         self.bus.pause("manager shutting down")
         self.bus.serve(False)
         for informer in self._informers:

@@ -133,3 +133,31 @@ def test_a_stale_cached_node_conflicts_and_is_read_again(
     assert node is not None
     assert node["metadata"]["labels"]["someone"] == "else"
     assert not node["spec"].get("taints")
+
+
+def test_a_writer_that_may_no_longer_write_sends_nothing_and_says_not_leader(
+    kube: KubeSimHandle, client: KubeClient
+) -> None:
+    # Issue 15 item 2: a manager that released its Lease kept draining queued writes while
+    # the new leader wrote too. Once `may_write` says no, nothing more reaches the API.
+    allowed = [True]
+    writer = Writer(client=client, may_write=lambda: allowed[0])
+    first = PatchNode(name="node-0000", labels={"written": "yes"})
+    assert writer.apply((first,)) == ()
+    allowed[0] = False
+    sent = len(kube.requests())
+    later = (
+        PatchNode(name="node-0001", labels={"written": "no"}),
+        PatchNode(name="node-0002", labels={"written": "no"}),
+    )
+
+    failures = writer.apply(later)
+
+    assert [(f.index, f.kind) for f in failures] == [
+        (0, FailureKind.NOT_LEADER),
+        (1, FailureKind.NOT_LEADER),
+    ]
+    assert len(kube.requests()) == sent
+    node = kube.get("nodes", "node-0001")
+    assert node is not None
+    assert "written" not in node["metadata"].get("labels", {})
