@@ -84,6 +84,8 @@ class Manager:
         # Set when this manager starts letting its Lease go (SIGTERM) or has lost it: from
         # then on its writer sends nothing, so two managers never write at once.
         self._letting_go = threading.Event()
+        # Starting to serve and letting go never interleave (they run on different threads).
+        self._transition = threading.Lock()
         self.exit_code = 0
 
     def _publish(self, delta: Delta) -> None:
@@ -115,10 +117,14 @@ class Manager:
         log.info("leading: starting informers")
         for informer in self._informers:
             informer.start()
-        while not self.cache.synced() and not self._done.is_set():
+        while not self.cache.synced() and not self._letting_go.is_set():
             time.sleep(0.05)
-        self.bus.serve(True)
-        self.bus.resume()
+        with self._transition:
+            # Leading starts on its own thread: a SIGTERM or a lost Lease may have come first.
+            if self._letting_go.is_set():
+                return
+            self.bus.serve(True)
+            self.bus.resume()
         log.info(
             "caches synced (%d nodes, %d services); serving workers",
             len(self.cache.nodes),
@@ -130,18 +136,20 @@ class Manager:
         return self._leading() and not self._letting_go.is_set()
 
     def _lost(self) -> None:
-        self._letting_go.set()
-        self.bus.pause("lost the lease")
-        self.bus.serve(False)
+        with self._transition:
+            self._letting_go.set()
+            self.bus.pause("lost the lease")
+            self.bus.serve(False)
         time.sleep(0.2)  # let the pause reach the workers before we die
         self.exit_code = 1
         self._done.set()
 
     def _terminate(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: pausing workers and releasing the lease", signum)
-        self._letting_go.set()
-        self.bus.pause("manager shutting down")
-        self.bus.serve(False)
+        with self._transition:
+            self._letting_go.set()
+            self.bus.pause("manager shutting down")
+            self.bus.serve(False)
         for informer in self._informers:
             informer.stop()
         if self._settings.leader_elect:

@@ -138,7 +138,10 @@ class Elector:
         self._last_renew = time.monotonic()
         self.leading.set()
         metrics.LEADER.labels(name=self._settings.name).set(1)
-        self._on_started()
+        # In its own thread, as client-go runs OnStartedLeading in a goroutine: starting to
+        # lead (syncing caches against a struggling API) must never hold up the renewals,
+        # or the new leader loses the Lease exactly when the API is already in trouble.
+        threading.Thread(target=self._on_started, name="leading", daemon=True).start()
 
     def _renew_loop(self) -> None:
         while not self._stop.is_set():

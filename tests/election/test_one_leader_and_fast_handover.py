@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -24,7 +24,12 @@ def kube() -> Iterator[KubeSimHandle]:
         yield handle
 
 
-def elector(kube: KubeSimHandle, name: str, lost: threading.Event | None = None) -> Elector:
+def elector(
+    kube: KubeSimHandle,
+    name: str,
+    lost: threading.Event | None = None,
+    started: Callable[[], None] = lambda: None,
+) -> Elector:
     client = KubeClient(
         settings=KubeSettings(kubeconfig=str(kube.kubeconfig_path), qps=1000, burst=1000)
     )
@@ -35,7 +40,7 @@ def elector(kube: KubeSimHandle, name: str, lost: threading.Event | None = None)
         retry_period=FAST.retry_period,
         identity=name,
     )
-    return Elector(client=client, settings=settings, on_started=lambda: None, on_lost=on_lost)
+    return Elector(client=client, settings=settings, on_started=started, on_lost=on_lost)
 
 
 def holder(kube: KubeSimHandle) -> str:
@@ -106,3 +111,34 @@ def test_a_leader_whose_lease_is_taken_over_loses_and_leaves_it_alone(kube: Kube
         assert not first.leading.is_set()
     finally:
         first.stop()
+
+
+def test_a_leader_still_starting_up_keeps_renewing(kube: KubeSimHandle) -> None:
+    # Issue 15 item 3: the new leader's start-up (cache sync, retried while every LIST
+    # fails) ran on the elector's thread, so renewals stopped and the Lease was lost.
+    lost = threading.Event()
+    release = threading.Event()
+    renewals: list[str] = []
+
+    def start_slowly() -> None:
+        release.wait(30)
+
+    leader = elector(kube, "slow-starter", lost, started=start_slowly)
+    leader.start()
+    try:
+        eventually(leader.leading.is_set)
+
+        def renewed() -> bool:
+            lease = kube.get("leases", "cloud-controller-manager", "kube-system")
+            stamp = "" if lease is None else str(lease["spec"].get("renewTime") or "")
+            if stamp and stamp not in renewals:
+                renewals.append(stamp)
+            return len(renewals) >= 3
+
+        # Several renewals while on_started is still blocked, and the Lease kept.
+        eventually(renewed)
+        assert not lost.is_set()
+        assert holder(kube) == "slow-starter"
+    finally:
+        release.set()
+        leader.stop()
