@@ -302,3 +302,43 @@ def test_source_ranges_an_octavia_cannot_enforce_fail_the_sync_and_create_nothin
     assert failed.value.retryable is False
     assert writes(sim, mark) == []
     assert sim.inventory()["loadbalancer"] == 0
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        ("hostname", "Not A Hostname!"),
+        ("node-selector", "role==web,,!"),
+        ("availability-zone", "z" * 300),
+    ],
+)
+def test_unusable_values_get_a_warning_and_are_not_used(
+    sim: OpenStackSimHandle, lbs: LoadBalancers, annotation: str, value: str
+) -> None:
+    # Issue 15 item 9: these were silently used (a hostname written into the status
+    # unchecked) or silently ignored.
+    svc = service(ports=((80, 30080, "TCP"),), annotations={P + annotation: value})
+
+    outcome = ensure(lbs, svc, nodes(3))
+
+    warnings = [e for e in outcome.events if e.reason == "LoadBalancerAnnotationInvalid"]
+    assert len(warnings) == 1
+    assert P + annotation in warnings[0].message
+    assert outcome.ingress[0].hostname == ""  # the VIP's floating IP, not the bad hostname
+    assert outcome.ingress[0].ip
+    assert sim.inventory()["member"] == 3  # the bad selector selected nothing away
+    assert not one(sim, "loadbalancer").get("availability_zone")
+
+
+def test_a_load_balancer_id_that_cannot_name_one_is_an_error_not_a_new_load_balancer(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(annotations={P + "load-balancer-id": "not-a-uuid"})
+    mark = sim.mark()
+
+    with pytest.raises(CloudError, match="is not a load balancer id") as failed:
+        lbs.ensure(service=svc, nodes=nodes(2))
+
+    assert failed.value.retryable is False
+    assert writes(sim, mark) == []
+    assert sim.inventory()["loadbalancer"] == 0

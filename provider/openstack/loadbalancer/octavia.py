@@ -100,6 +100,13 @@ class OctaviaLoadBalancers:
             raise CloudError(f"Service {service.key} has no ports", retryable=False)
         events = a.Events()
         cfg = self._resolver.resolve(service, nodes, events)
+        if cfg.bad_lb_id:
+            # An explicit reference to a cloud object is never a reason to create another.
+            raise CloudError(
+                f"annotation {a.LOAD_BALANCER_ID}={cfg.bad_lb_id[:64]!r} is not a load "
+                "balancer id; no load balancer is created or changed",
+                retryable=False,
+            )
         if cfg.source_ranges_unenforced():
             # Upstream warns and creates the load balancer open to every address; a Service
             # that asked for source ranges must not get a less secure load balancer.

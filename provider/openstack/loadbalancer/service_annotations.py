@@ -9,6 +9,7 @@ the default and says so with a Warning event on the Service, so a typo is visibl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from provider.interface import ProviderEvent
@@ -49,6 +50,17 @@ LOAD_BALANCER_ADDRESS = PREFIX + "load-balancer-address"
 
 # The reason pyccm uses for an annotation it could not use (upstream has none: it logs).
 INVALID_ANNOTATION = "LoadBalancerAnnotationInvalid"
+# What a few annotations must look like (Kubernetes' DNS-1123 subdomain, an OpenStack UUID,
+# Octavia's 255-character availability zone names, label keys and values).
+DNS_SUBDOMAIN = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+UUID = re.compile(r"[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}")
+ZONE_NAME = re.compile(r"[^\x00-\x1f]{1,255}")
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = rf"({DNS_SUBDOMAIN.pattern}/)?{_LABEL_NAME}"
+_LABEL_TERM = rf"\s*{_LABEL_KEY}\s*(=\s*({_LABEL_NAME})?\s*)?"
+NODE_SELECTOR_FORMAT = re.compile(rf"{_LABEL_TERM}(,{_LABEL_TERM})*")
 
 
 class Events:
@@ -99,6 +111,14 @@ class Annotations:
             self.invalid(key, value, f"is below {minimum}", default)
             return default
         return number
+
+    def matching(self, key: str, pattern: re.Pattern[str], why: str, default: str = "") -> str:
+        """The value when the whole of it matches `pattern`, else a Warning and the default."""
+        value = self.string(key)
+        if not value or pattern.fullmatch(value):
+            return value or default
+        self.invalid(key, value, why, default)
+        return default
 
     def invalid(self, key: str, value: str, why: str, default: object) -> None:
         shown = value if len(value) <= 64 else value[:61] + "..."

@@ -65,6 +65,9 @@ class ServiceConfig:
     ip_version: int
     internal: bool
     lb_id: str
+    # A `load-balancer-id` annotation that cannot name a load balancer (not a UUID): an
+    # ensure refuses to run rather than build a new load balancer by name.
+    bad_lb_id: str
     vip_subnet_id: str
     vip_network_id: str
     vip_port_id: str
@@ -113,6 +116,11 @@ def _lb_class(settings: LoadBalancerSettings, ann: a.Annotations) -> LoadBalance
         # Upstream refuses too: guessing the networks could expose an internal Service.
         raise CloudError(f"unknown [LoadBalancerClass {name!r}] in {a.CLASS}", retryable=False)
     return found
+
+
+def _bad_lb_id(ann: a.Annotations) -> str:
+    value = ann.string(a.LOAD_BALANCER_ID)
+    return "" if not value or a.UUID.fullmatch(value) else value
 
 
 def _first(*values: str) -> str:
@@ -288,7 +296,8 @@ class Resolver:
             cluster=self._cluster,
             ip_version=version,
             internal=internal,
-            lb_id=ann.string(a.LOAD_BALANCER_ID),
+            lb_id=ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id"),
+            bad_lb_id=_bad_lb_id(ann),
             vip_subnet_id=vip_subnet,
             vip_network_id=vip_network,
             vip_port_id=ann.string(a.PORT_ID),
@@ -310,12 +319,19 @@ class Resolver:
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
             monitor=_monitor(service, settings, ann, features),
             session_persistence=service.spec.session_affinity == "ClientIP",
-            hostname=ann.string(a.HOSTNAME),
+            hostname=ann.matching(a.HOSTNAME, a.DNS_SUBDOMAIN, "is not a DNS name (RFC 1123)"),
             hostname_suffix=(
                 settings.ingress_hostname_suffix if settings.enable_ingress_hostname else ""
             ),
             features=features,
-            node_selector=parse_selector(ann.string(a.NODE_SELECTOR, settings.node_selector)),
+            node_selector=parse_selector(
+                ann.matching(
+                    a.NODE_SELECTOR,
+                    a.NODE_SELECTOR_FORMAT,
+                    "is not a list of label=value selectors",
+                    default=settings.node_selector,
+                )
+            ),
             serial=settings.provider_requires_serial_api_calls,
             cascade_delete=settings.cascade_delete,
             max_shared_lb=settings.max_shared_lb,
@@ -323,7 +339,12 @@ class Resolver:
         )
 
     def _zone(self, ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> str:
-        zone = ann.string(a.AVAILABILITY_ZONE, self._settings.availability_zone)
+        zone = ann.matching(
+            a.AVAILABILITY_ZONE,
+            a.ZONE_NAME,
+            "is not an availability zone name (1 to 255 printable characters)",
+            default=self._settings.availability_zone,
+        )
         if zone and not features.availability_zones:
             events.warn(
                 "LoadBalancerAvailabilityZonesIgnored",
