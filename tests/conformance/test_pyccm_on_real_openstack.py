@@ -327,6 +327,33 @@ def test_members_and_routes_follow_node_add_shutdown_and_delete(tree: Tree) -> N
     )
 
 
+def test_a_load_balancer_octavia_puts_in_error_is_replaced(tree: Tree) -> None:
+    # The settler turns this Service's load balancers to ERROR until the pattern is cleared:
+    # pyccm deletes each and creates another (upstream's recovery), then converges.
+    name = "broken"
+    tree.cloud.force_error(f"^{tree.lb_name(name)}$")
+    mark = tree.cloud.mark()
+    tree.kube.create_service(name)
+
+    def lb_creates() -> int:
+        return sum(
+            1
+            for c in tree.cloud.calls(since=mark)
+            if c.method == "POST" and c.path.endswith("/lbaas/loadbalancers") and c.status == 201
+        )
+
+    wait_for(lambda: lb_creates() >= 2, timeout=CONVERGE, what="an ERROR load balancer replaced")
+    tree.cloud.clear_errors()
+    converged(tree, name)
+    assert len(tree.lbs_named(tree.lb_name(name))) == 1
+    deletes = [
+        c
+        for c in tree.cloud.calls(since=mark)
+        if c.method == "DELETE" and "/lbaas/loadbalancers/" in c.path
+    ]
+    assert len(deletes) >= 1
+
+
 def test_a_resync_period_of_converged_services_makes_no_write(tree: Tree) -> None:
     names = ["quiet-a", "quiet-b"]
     for name in names:
