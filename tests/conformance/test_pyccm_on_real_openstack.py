@@ -153,6 +153,9 @@ def converged(tree: Tree, name: str) -> dict[str, Any]:
         lb = tree.lb_of(name)
         if not ingress_ips(service) or lb is None or lb.provisioning_status != "ACTIVE":
             return None
+        # The ensure's last write: the status patch lands first, the annotations after it.
+        if (service or {})["metadata"].get("annotations", {}).get(LB_ID) != lb.id:
+            return None
         return service
 
     return wait_for(ready, timeout=CONVERGE, what=f"Service {name} has its load balancer")

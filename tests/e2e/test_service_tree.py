@@ -105,6 +105,9 @@ def balanced(tree: Tree, name: str, *, internal: bool = False) -> Balanced | Non
         "finalizers", []
     ):
         return None
+    # The ensure's last write: the status patch lands first, the annotations after it.
+    if service["metadata"].get("annotations", {}).get(LB_ID) != lb["id"]:
+        return None
     return Balanced(service=service, lb=lb, address=address)
 
 
