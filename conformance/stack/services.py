@@ -18,7 +18,7 @@ real WSGI apps of Keystone 30, Neutron 29, Octavia 19 and Nova 34 on 127.0.0.1 t
   real providers), or to `ERROR` for load balancers whose name matches a pattern listed in
   `STACK_DIR/octavia/errors` (one regex a line, re-read every pass);
 * Nova cannot boot anything here: servers are written into its databases with nova's own
-  objects (`nova-servers`).
+  objects (`nova-servers`), and set SHUTOFF or ACTIVE there.
 """
 
 from __future__ import annotations
@@ -371,7 +371,7 @@ def init_octavia(stack: Path) -> None:
 
 
 def nova_servers(stack: Path, orders: list[dict[str, Any]]) -> None:
-    """Each order: {"op": "create"|"status"|"delete", ...}; see realcloud.py."""
+    """Each order: {"op": "create"|"status", ...}; see realcloud.py."""
     sys.argv = [sys.argv[0], "--config-file", str(stack / "nova" / "nova.conf")]
     from nova import config, context, objects
     from nova.network import model as network_model
@@ -390,12 +390,6 @@ def nova_servers(stack: Path, orders: list[dict[str, Any]]) -> None:
                 instance.vm_state = "stopped" if stopped else "active"
                 instance.power_state = 4 if stopped else 1
                 instance.save()
-            elif order["op"] == "delete":
-                instance = objects.Instance.get_by_uuid(cctxt, order["id"])
-                instance.destroy()
-                mapping = objects.InstanceMapping.get_by_instance_uuid(admin, order["id"])
-                mapping.queued_for_delete = True
-                mapping.save()
 
 
 def _create_server(

@@ -82,7 +82,6 @@ class Seeded:
     external_subnet_id: str = ""
     router_id: str = ""
     servers: dict[str, str] = field(default_factory=dict)
-    ports: dict[str, str] = field(default_factory=dict)
 
 
 class RealCloud:
@@ -144,13 +143,7 @@ class RealCloud:
                 entries.append((raw["time"], len(entries), call))
         return [call for _, _, call in sorted(entries)]
 
-    def service_log(self, service: str) -> Path:
-        return self.workdir / f"{service}.log"
-
     # --- servers -----------------------------------------------------------------------------
-    def add_server(self, name: str, ip: str, zone: str = "nova") -> str:
-        return self.add_servers([(name, ip)], zone=zone)[0]
-
     def add_servers(
         self, servers: list[tuple[str, str]], zone: str = "nova", *, ports: bool = True
     ) -> list[str]:
@@ -172,7 +165,6 @@ class RealCloud:
                     name=f"{name}-port",
                 )
                 port_id, mac = port.id, port.mac_address
-                self.seeded.ports[name] = port_id
             self.seeded.servers[name] = server_id
             orders.append(
                 {
@@ -196,9 +188,6 @@ class RealCloud:
 
     def set_server_status(self, name: str, status: str) -> None:
         self._nova([{"op": "status", "id": self.seeded.servers[name], "status": status}])
-
-    def delete_server(self, name: str) -> None:
-        self._nova([{"op": "delete", "id": self.seeded.servers.pop(name)}])
 
     def _nova(self, orders: list[dict[str, Any]]) -> None:
         _run(
@@ -280,13 +269,18 @@ def _server(service: str, workdir: Path, port: int, env: dict[str, str]) -> Iter
         _wait_until_serving(service, port, process, workdir)
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log.close()
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s: nothing this module starts outlives its test."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _wait_until_serving(

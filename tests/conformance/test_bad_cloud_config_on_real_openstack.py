@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pyccm.demo import child
-from tests.conformance.realcloud import TENANT, RealCloud
+from tests.conformance.realcloud import TENANT, RealCloud, stop_process
 from tests.e2e.conftest import Kube, wait_for
 
 pytestmark = pytest.mark.conformance
@@ -80,24 +80,14 @@ def check_one_clear_line(kube: Kube, log: Path, expected: str, *, secret: str) -
     assert "\n" not in message
     # Retried with backoff: the third attempt comes seconds after the second (the workqueue's
     # 5 s first delay), not milliseconds.
-    seen = wait_for(lambda: failures(log)[2:3], timeout=60, what="a third attempt")
+    wait_for(lambda: failures(log)[2:3], timeout=60, what="a third attempt")
     attempts = failures(log)
     assert attempts[2][0] - attempts[1][0] >= 4.0, attempts[:3]
     assert all(expected in m for _, m in attempts), attempts
-    assert seen
     text = log.read_text(errors="replace")
     assert "Traceback" not in text
     assert secret not in text
     assert secret not in message
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def bad_conf(real_cloud: RealCloud, tmp_path: Path, **replace: str) -> Path:
@@ -122,7 +112,7 @@ def test_a_keystone_that_is_down(
             secret=TENANT["password"],
         )
     finally:
-        stop(process)
+        stop_process(process)
 
 
 def test_a_wrong_password(real_cloud: RealCloud, kube: tuple[Kube, Path], tmp_path: Path) -> None:
@@ -131,7 +121,7 @@ def test_a_wrong_password(real_cloud: RealCloud, kube: tuple[Kube, Path], tmp_pa
     try:
         check_one_clear_line(kube[0], tmp_path / "worker.log", "HTTP 401", secret=WRONG_PASSWORD)
     finally:
-        stop(process)
+        stop_process(process)
 
 
 def test_octavia_missing_from_the_catalog(
@@ -151,7 +141,7 @@ def test_octavia_missing_from_the_catalog(
             secret=TENANT["password"],
         )
     finally:
-        stop(process)
+        stop_process(process)
         for interface, url in endpoints:
             identity.create_endpoint(
                 service_id=service.id, interface=interface, url=url, region_id="RegionOne"

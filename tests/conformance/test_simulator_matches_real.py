@@ -130,11 +130,6 @@ def active(side: Side, lb_id: str) -> dict[str, Any]:
     return wait_for(probe, timeout=60, what=f"{side.name} load balancer ACTIVE")
 
 
-def both(sides: tuple[Side, Side], *args: Any) -> tuple[tuple[int, Any], tuple[int, Any]]:
-    sim, real = sides
-    return sim.call(*args), real.call(*args)
-
-
 def test_the_octavia_version_document_at_the_root(sides: tuple[Side, Side]) -> None:
     answers = []
     for side in sides:

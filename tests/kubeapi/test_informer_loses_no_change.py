@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 from prometheus_client import REGISTRY
 
 from kubeapi.client import KubeClient
 from kubeapi.informer import NODES, SERVICES, Informer
 from manager.store import Cache
 from protocol.messages import Delta, SessionId
+from protocol.views import Node
 from sim.kube.testing import KubeSimHandle
 from tests.bus.conftest import eventually
 
@@ -66,47 +71,53 @@ def test_services_decode_into_lean_views(kube: KubeSimHandle, client: KubeClient
     assert int(version) > 0
 
 
+@dataclass
+class Watched:
+    informer: Informer[Node]
+    cache: Cache
+    pauses: list[float]  # every wait between attempts, as the informer asked for it
+
+
+@contextmanager
+def watched_nodes(kube: KubeSimHandle, client: KubeClient) -> Iterator[Watched]:
+    """A node informer whose waits are recorded instead of slept, watching when yielded."""
+    cache = Cache(session=SessionId("s"), publish=lambda delta: None)
+    pauses: list[float] = []
+    informer = Informer(client=client, resource=NODES, sink=cache.nodes, pause=pauses.append)
+    informer.start()
+    try:
+        eventually(informer.watching.is_set)
+        yield Watched(informer=informer, cache=cache, pauses=pauses)
+    finally:
+        informer.stop()
+        kube.cut_watches()
+
+
 def test_a_watch_reset_mid_stream_reconnects_and_says_so_meanwhile(
     kube: KubeSimHandle, client: KubeClient
 ) -> None:
     # A TCP reset mid-stream raised urllib3's ProtocolError, which escaped the retry loop:
     # the watch thread died and no change was ever seen again.
-    cache = Cache(session=SessionId("s"), publish=lambda delta: None)
-    pauses: list[float] = []
-    informer = Informer(client=client, resource=NODES, sink=cache.nodes, pause=pauses.append)
-    informer.start()
-    try:
-        eventually(informer.watching.is_set)
+    with watched_nodes(kube, client) as w:
         assert kube.cut_watches(reset=True) >= 1
-        eventually(lambda: len(pauses) >= 1)  # the failure was seen and backed off
+        eventually(lambda: len(w.pauses) >= 1)  # the failure was seen and backed off
         kube.create("nodes", {"metadata": {"name": "after-reset"}})
-        eventually(lambda: "after-reset" in cache.nodes.keys())  # noqa: SIM118 (a set, not a dict)
-        eventually(informer.watching.is_set)
+        eventually(lambda: "after-reset" in w.cache.nodes.keys())  # noqa: SIM118 (a set, not a dict)
+        eventually(w.informer.watching.is_set)
         assert watch_live() == 1.0
-    finally:
-        informer.stop()
-        kube.cut_watches()
 
 
 def test_410s_in_a_row_relist_with_growing_backoff(kube: KubeSimHandle, client: KubeClient) -> None:
-    cache = Cache(session=SessionId("s"), publish=lambda delta: None)
-    pauses: list[float] = []
-    informer = Informer(client=client, resource=NODES, sink=cache.nodes, pause=pauses.append)
-    informer.start()
-    try:
-        eventually(informer.watching.is_set)
+    with watched_nodes(kube, client) as w:
         before = relists("gone")
         kube.expire_next_watches(4)
         kube.cut_watches()
         eventually(lambda: relists("gone") == before + 4)
-        eventually(informer.watching.is_set)
+        eventually(w.informer.watching.is_set)
         # The first 410 relists at once; the ones in a row after it back off, more each time.
-        assert pauses[0] == 0.0
-        assert all(p > 0 for p in pauses[1:4])
-        assert max(pauses[1:4]) > min(pauses[1:4])
-    finally:
-        informer.stop()
-        kube.cut_watches()
+        assert w.pauses[0] == 0.0
+        assert all(p > 0 for p in w.pauses[1:4])
+        assert max(w.pauses[1:4]) > min(w.pauses[1:4])
 
 
 def watch_live() -> float:

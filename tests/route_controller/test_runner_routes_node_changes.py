@@ -40,12 +40,12 @@ def eventually(condition: Callable[[], bool], *, within: float = 10.0) -> bool:
     return condition()
 
 
-def test_a_new_node_and_an_address_change_are_routed_well_before_the_period() -> None:
-    cloud = FakeCloud()
+def started_runner(cloud: FakeCloud) -> tuple[Runner, Replica]:
+    """The route controller under a started Runner, on a synced replica. A period of an
+    hour: only the watch can explain a route appearing within a test."""
     replica = Replica()
     routes = cloud.routes()
     assert routes is not None
-    # A period of an hour: only the watch can explain a route appearing within the test.
     settings = RouteSettings(cluster_cidrs=CLUSTER_CIDRS, reconciliation_period=3600.0)
     controller = RouteController(replica=replica, routes=routes, settings=settings)
     runner = Runner(
@@ -57,6 +57,12 @@ def test_a_new_node_and_an_address_change_are_routed_well_before_the_period() ->
     )
     replica.synced.set()
     runner.start()
+    return runner, replica
+
+
+def test_a_new_node_and_an_address_change_are_routed_well_before_the_period() -> None:
+    cloud = FakeCloud()
+    runner, replica = started_runner(cloud)
     try:
         # The start-up reconcile has run once the router has been listed.
         assert eventually(lambda: len(cloud.calls_of("routes_list")) >= 1)
@@ -87,20 +93,7 @@ def test_stopping_abandons_a_sync_stuck_in_a_cloud_call_instead_of_waiting_for_i
 
     cloud = FakeCloud(sleep=hang)
     cloud.set_delay("routes_create", 1.0)
-    replica = Replica()
-    routes = cloud.routes()
-    assert routes is not None
-    settings = RouteSettings(cluster_cidrs=CLUSTER_CIDRS, reconciliation_period=3600.0)
-    controller = RouteController(replica=replica, routes=routes, settings=settings)
-    runner = Runner(
-        controller=controller,
-        replica=replica,
-        transport=Acking(),
-        settings=RunnerSettings(),
-        committer=Committer(controller=controller.name),
-    )
-    replica.synced.set()
-    runner.start()
+    runner, replica = started_runner(cloud)
     try:
         replica.apply(
             Topic.NODE, "n1", make_node("n1", cidrs=("10.244.1.0/24",), ips=("10.0.0.11",))

@@ -288,13 +288,14 @@ class ServiceController:
         except RetryAfter:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
+            why = _describe(error)
             failed = _event(
                 service,
                 "DeleteLoadBalancerFailed",
-                f"Error deleting load balancer: {_describe(error)}",
+                f"Error deleting load balancer: {why}",
                 warning=True,
             )
-            raise SyncFailed(_describe(error), actions=(*actions, failed)) from error
+            raise SyncFailed(why, actions=(*actions, failed)) from error
         return [*actions, *_provider_events(service, provider_events)]
 
     # --- the ensure branch --------------------------------------------------------------
@@ -353,18 +354,7 @@ class ServiceController:
         except RetryAfter:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
-            raise SyncFailed(
-                _describe(error),
-                actions=(
-                    *actions,
-                    _event(
-                        service,
-                        "SyncLoadBalancerFailed",
-                        f"Error syncing load balancer: {_describe(error)}",
-                        warning=True,
-                    ),
-                ),
-            ) from error
+            raise self._failed(service, _describe(error), actions=actions) from error
         actions.extend(_provider_events(service, outcome.events))
         annotations = {
             k: v
@@ -428,13 +418,14 @@ class ServiceController:
             with self._lock:
                 self._synced[key] = replace(prior, spec=None)
             names = _node_names(backends.nodes)
+            why = _describe(error)
             failed = _event(
                 service,
                 "UpdateLoadBalancerFailed",
-                f"Error updating load balancer with new hosts {names}, error: {_describe(error)}",
+                f"Error updating load balancer with new hosts {names}, error: {why}",
                 warning=True,
             )
-            raise SyncFailed(_describe(error), actions=(failed,)) from error
+            raise SyncFailed(why, actions=(failed,)) from error
         finally:
             HOST_LATENCY.observe(time.monotonic() - started)
         done = (
@@ -495,10 +486,12 @@ class ServiceController:
         final = {FailureKind.NOT_FOUND, FailureKind.PRECONDITION}
         return not any(f.kind in final for f in ack.failures)
 
-    def _failed(self, service: Service, message: str) -> SyncFailed:
+    def _failed(
+        self, service: Service, message: str, *, actions: Sequence[Action] = ()
+    ) -> SyncFailed:
         reason = "SyncLoadBalancerFailed"
         event = _event(service, reason, f"Error syncing load balancer: {message}", warning=True)
-        return SyncFailed(message, actions=(event,))
+        return SyncFailed(message, actions=(*actions, event))
 
 
 def _describe(error: Exception) -> str:

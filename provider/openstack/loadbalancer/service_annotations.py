@@ -52,13 +52,12 @@ LOAD_BALANCER_ADDRESS = PREFIX + "load-balancer-address"
 INVALID_ANNOTATION = "LoadBalancerAnnotationInvalid"
 # What a few annotations must look like (Kubernetes' DNS-1123 subdomain, an OpenStack UUID,
 # Octavia's 255-character availability zone names, label keys and values).
-DNS_SUBDOMAIN = re.compile(
-    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+DNS_SUBDOMAIN = re.compile(rf"(?=.{{1,253}}$){_SUBDOMAIN}")
 UUID = re.compile(r"[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}")
 ZONE_NAME = re.compile(r"[^\x00-\x1f]{1,255}")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = rf"({DNS_SUBDOMAIN.pattern}/)?{_LABEL_NAME}"
+_LABEL_KEY = rf"({_SUBDOMAIN}/)?{_LABEL_NAME}"
 _LABEL_TERM = rf"\s*{_LABEL_KEY}\s*(=\s*({_LABEL_NAME})?\s*)?"
 NODE_SELECTOR_FORMAT = re.compile(rf"{_LABEL_TERM}(,{_LABEL_TERM})*")
 

@@ -118,11 +118,6 @@ def _lb_class(settings: LoadBalancerSettings, ann: a.Annotations) -> LoadBalance
     return found
 
 
-def _bad_lb_id(ann: a.Annotations) -> str:
-    value = ann.string(a.LOAD_BALANCER_ID)
-    return "" if not value or a.UUID.fullmatch(value) else value
-
-
 def _first(*values: str) -> str:
     return next((v for v in values if v), "")
 
@@ -278,6 +273,7 @@ class Resolver:
             member_subnet,
         )
         proxy, xff = _proxy_and_xff(ann)
+        lb_id = ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id")
         ranges = _source_ranges(service, events, ann, version)
         floating_network = ""
         if not internal and version == 4:
@@ -296,8 +292,8 @@ class Resolver:
             cluster=self._cluster,
             ip_version=version,
             internal=internal,
-            lb_id=ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id"),
-            bad_lb_id=_bad_lb_id(ann),
+            lb_id=lb_id,
+            bad_lb_id="" if lb_id else ann.string(a.LOAD_BALANCER_ID),
             vip_subnet_id=vip_subnet,
             vip_network_id=vip_network,
             vip_port_id=ann.string(a.PORT_ID),
