@@ -13,7 +13,9 @@ kube-apiserver's semantics as a client observes them:
 - delete: preconditions on uid and resourceVersion; an object with finalizers only gets
   `deletionTimestamp` and goes when an update removes its last finalizer;
 - list: consistent pages over a snapshot, `resourceVersion` "" / "0" / N with
-  `resourceVersionMatch`, selectors; watch: history replay, 410 for a compacted version.
+  `resourceVersionMatch` (410 for an exact read of a compacted version, never a list
+  stamped older than the current version otherwise), selectors; watch: history replay,
+  410 for a compacted version.
 """
 
 from __future__ import annotations
@@ -166,7 +168,11 @@ class KubeApi:
         requested = _parse_rv(options.resource_version)
         if requested and requested > self.store.rv:
             raise errors.too_large_resource_version(requested, self.store.rv)
-        exact = options.resource_version_match == "Exact" and requested
+        # N is "not older than N" (the current state always is, so it is served with the
+        # current resourceVersion), except with Exact, or with a limit and no match (the
+        # legacy case upstream keeps): those read etcd at N, which may be compacted.
+        legacy_exact = options.limit > 0 and not options.resource_version_match
+        exact = requested and (options.resource_version_match == "Exact" or legacy_exact)
         return self._snapshot(rtype, requested if exact else None, continuing=False), 0
 
     def _snapshot(self, rtype: ResourceType, rv: int | None, *, continuing: bool) -> Snapshot:
@@ -178,7 +184,9 @@ class KubeApi:
                     "The provided continue parameter is too old to display a consistent list "
                     "result. You can start a new list without the continue parameter."
                 ) from error
-            raise errors.expired(str(error)) from error
+            # etcd3/errors.go's words: the watch cache's "too old resource version: N (M)"
+            # is for watches; an exact list is read from etcd.
+            raise errors.expired("The resourceVersion for the provided list is too old.") from error
 
     # -- writes -------------------------------------------------------------------------
 

@@ -7,8 +7,10 @@ What it promises (what etcd plus the API server's watch cache promise a client):
   stored, each with its encoded JSON bytes cached, so a list of 5,000 nodes is a join of
   cached bytes and a watch event is encoded once however many watchers receive it;
 - a bounded history ring of changes (the retained window): a watch can resume from any
-  resourceVersion inside it, and gets 410 Expired for one older than it; a paginated list
-  reads a consistent snapshot as of its first page, rebuilt from the history if needed;
+  resourceVersion inside it, and gets 410 Expired for one older than it; a list of the
+  current state carries the current resourceVersion (so a watch from it can always
+  resume), and a list as of an older one (an exact resourceVersion, a paginated list's
+  later pages) is rebuilt from the history, or 410 Expired once that has been dropped;
 - watchers never slow the store down: each change is appended to every interested
   watcher's buffer without waiting, and a watcher whose buffer overflows is closed (the
   real API server terminates a watcher that cannot keep up in the same way), so the
@@ -222,18 +224,24 @@ class Store:
         return len(self.objects[rtype])
 
     def snapshot(self, rtype: ResourceType, rv: int | None = None) -> Snapshot:
-        """The sorted state now (`rv` None) or as of an older `rv` still in the history."""
+        """The sorted state now (`rv` None) or as of `rv`; Expired when `rv` is older than
+        the retained history, even if this resource has not changed since (etcd answers a
+        read at a compacted revision with an error whatever the key)."""
+        if rv is not None and rv < self.compacted_rv:
+            raise Expired(rv, self.compacted_rv)
         last_write = self._last_write.get(rtype, 0)
-        if rv is None or rv >= last_write:
-            current = self._sorted.get(rtype)
-            if current is None or current.rv < last_write:
-                current = self._sorted[rtype] = self._sort(rtype, self.objects[rtype], self.rv)
-            return (
-                current
-                if rv is None
-                else Snapshot(ResourceVersion(rv), current.refs, current.entries)
-            )
-        return self._past_snapshot(rtype, rv)
+        if rv is not None and rv < last_write:
+            return self._past_snapshot(rtype, rv)
+        current = self._sorted.get(rtype)
+        if current is None or current.rv < last_write:
+            current = self._sorted[rtype] = self._sort(rtype, self.objects[rtype], self.rv)
+        # The sorted copy is reused until this resource changes, but it is stamped with the
+        # version asked for (now, by default), never the version it was sorted at: writes to
+        # other resources (leases, events) move the global version on, and a list stamped
+        # with an old sort's version would leave the retained history, so the watch a client
+        # opens from it would get 410 at once, and its relist would get the same stamp again.
+        stamp = ResourceVersion(self.rv if rv is None else rv)
+        return current if current.rv == stamp else Snapshot(stamp, current.refs, current.entries)
 
     def _sort(self, rtype: ResourceType, objects: dict[ObjectRef, Entry], rv: int) -> Snapshot:
         refs = sorted(objects)
@@ -244,8 +252,6 @@ class Store:
         if cached is not None:
             self._snapshots.move_to_end((rtype, rv))
             return cached
-        if rv < self.compacted_rv:
-            raise Expired(rv, self.compacted_rv)
         objects = dict(self.objects[rtype])
         for change in reversed(self.history):
             if change.rv <= rv:
@@ -253,9 +259,7 @@ class Store:
             if change.rtype is rtype:
                 _undo(objects, change)
         snapshot = self._sort(rtype, objects, rv)
-        self._snapshots[(rtype, rv)] = snapshot
-        while len(self._snapshots) > self._snapshot_cache:
-            self._snapshots.popitem(last=False)
+        self.remember(rtype, snapshot)
         return snapshot
 
     def remember(self, rtype: ResourceType, snapshot: Snapshot) -> None:

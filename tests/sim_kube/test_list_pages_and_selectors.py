@@ -47,15 +47,26 @@ def test_the_list_resource_version_is_the_latest_write(kube: KubeSimHandle) -> N
     assert int(body["metadata"]["resourceVersion"]) == kube.resource_version
 
 
-def test_exact_resource_version_lists_the_past(kube: KubeSimHandle) -> None:
+@pytest.mark.parametrize(
+    "query",
+    ["resourceVersionMatch=Exact", "limit=500"],
+    ids=["exact", "limit-without-match-is-legacy-exact"],
+)
+def test_exact_resource_version_lists_the_past(kube: KubeSimHandle, query: str) -> None:
     before = kube.resource_version
     kube.delete("nodes", "node-0000")
-    path = f"/api/v1/nodes?resourceVersion={before}&resourceVersionMatch=Exact"
-    assert _names(http(kube, "GET", path).json()["items"]) == [
-        "node-0000",
-        "node-0001",
-        "node-0002",
-    ]
+    body = http(kube, "GET", f"/api/v1/nodes?resourceVersion={before}&{query}").json()
+    assert _names(body["items"]) == ["node-0000", "node-0001", "node-0002"]
+    assert body["metadata"]["resourceVersion"] == str(before)
+
+
+def test_a_not_older_than_resource_version_lists_the_present(kube: KubeSimHandle) -> None:
+    before = kube.resource_version
+    kube.delete("nodes", "node-0000")
+    path = f"/api/v1/nodes?resourceVersion={before}&resourceVersionMatch=NotOlderThan"
+    body = http(kube, "GET", path).json()
+    assert _names(body["items"]) == ["node-0001", "node-0002"]
+    assert body["metadata"]["resourceVersion"] == str(kube.resource_version)
 
 
 def test_a_future_resource_version_is_a_timeout_status(kube: KubeSimHandle) -> None:
