@@ -72,6 +72,11 @@ class OctaviaFeatures:
     def http_monitors_on_udp(self) -> bool:
         return self._at_least(16)
 
+    @property
+    def sctp(self) -> bool:
+        """SCTP listeners, pools and monitors (the ovn provider serves SCTP too)."""
+        return self._at_least(23, ovn_allowed=True)
+
 
 def parse_version_list(content: bytes) -> tuple[int, int] | None:
     """The highest `vX.Y` id of a version document (`{"versions": [...]}` or `.values`)."""

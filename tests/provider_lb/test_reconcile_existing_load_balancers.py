@@ -142,27 +142,6 @@ def test_update_of_a_service_whose_ports_changed_asks_for_a_full_sync(
         lbs.update(service=changed, nodes=nodes(1))
 
 
-def test_a_load_balancer_deleted_by_hand_is_recreated_despite_the_stale_id_annotation(
-    sim: OpenStackSimHandle, lbs: LoadBalancers
-) -> None:
-    svc = service()
-    svc = with_annotations(svc, ensure(lbs, svc, nodes(2)).annotations_to_set)
-    old_id = one(sim, "loadbalancer")["id"]
-    conn = sim.connection()
-    conn.load_balancer.delete_load_balancer(old_id, cascade=True)
-    conn.close()
-    sim.settle()
-
-    outcome = ensure(lbs, svc, nodes(2))
-
-    new_id = one(sim, "loadbalancer")["id"]
-    assert new_id != old_id
-    assert outcome.annotations_to_set["loadbalancer.openstack.org/load-balancer-id"] == new_id
-    # The old floating IP lost its port with the old VIP and is adopted again.
-    assert one(sim, "floatingip")["port_id"] == one(sim, "loadbalancer")["vip_port_id"]
-    assert outcome.ingress == lbs.get(service=svc)
-
-
 def test_a_monitor_timeout_above_its_delay_is_capped_with_a_warning(
     sim: OpenStackSimHandle, lbs: LoadBalancers
 ) -> None:

@@ -304,6 +304,91 @@ def test_source_ranges_an_octavia_cannot_enforce_fail_the_sync_and_create_nothin
     assert sim.inventory()["loadbalancer"] == 0
 
 
+def test_an_sctp_port_on_an_octavia_below_2_23_fails_the_sync_and_creates_nothing(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    # Upstream sends the SCTP listener anyway and Octavia answers 400 on every sync.
+    sim.set_knobs(octavia_version="2.22")
+    svc = service(ports=((80, 30080, "TCP"), (3868, 31868, "SCTP")))
+    mark = sim.mark()
+
+    with pytest.raises(CloudError) as failed:
+        make_lbs().ensure(service=svc, nodes=nodes(1))
+
+    assert str(failed.value) == (
+        "SCTP port 3868 needs Octavia API 2.23 (SCTP listeners and pools); this one has "
+        "API 2.22; no load balancer is created or changed"
+    )
+    assert failed.value.retryable is False
+    assert writes(sim, mark) == []
+    assert sim.inventory()["loadbalancer"] == 0
+
+
+def test_an_sctp_port_on_octavia_2_23_gets_sctp_listener_pool_and_monitor(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    sim.set_knobs(octavia_version="2.23")
+    svc = service(ports=((3868, 31868, "SCTP"),), annotations={P + "enable-health-monitor": "true"})
+
+    ensure(make_lbs(), svc, nodes(2))
+
+    assert one(sim, "listener")["protocol"] == "SCTP"
+    assert one(sim, "pool")["protocol"] == "SCTP"
+    assert one(sim, "healthmonitor")["type"] == "SCTP"
+    assert sim.inventory()["member"] == 2
+
+
+TLS_REF = "https://kv.example/v1/containers/0b8a4d2e-3f1c-4e5a-9b6d-7c8e9f0a1b2c"
+
+
+@pytest.mark.parametrize(
+    ("conf", "annotations", "refused"),
+    [
+        ("", {P + "x-forwarded-for": "true"}, f"{P}x-forwarded-for cannot apply to UDP port 53"),
+        ("", {P + "proxy-protocol": "v2"}, f"{P}proxy-protocol cannot apply to UDP port 53"),
+        (
+            f"[LoadBalancer]\ndefault-tls-container-ref = {TLS_REF}",
+            {},
+            "[LoadBalancer] default-tls-container-ref cannot apply to UDP port 53",
+        ),
+    ],
+)
+def test_http_tls_or_proxy_on_a_udp_port_fails_the_sync_and_creates_nothing(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs, conf: str, annotations: dict[str, str], refused: str
+) -> None:
+    # Upstream makes the UDP port's listener HTTP (served over TCP, so the port is lost) or
+    # puts a PROXY pool on the UDP listener, which Octavia refuses on every sync.
+    svc = service(ports=((80, 30080, "TCP"), (53, 30053, "UDP")), annotations=annotations)
+    mark = sim.mark()
+
+    with pytest.raises(CloudError) as failed:
+        make_lbs(conf).ensure(service=svc, nodes=nodes(1))
+
+    assert str(failed.value).startswith(f"{refused}: its listener would be ")
+    assert str(failed.value).endswith("; no load balancer is created or changed")
+    assert failed.value.retryable is False
+    assert writes(sim, mark) == []
+    assert sim.inventory()["loadbalancer"] == 0
+
+
+def test_a_tls_ref_on_an_sctp_port_is_refused_by_name(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(
+        ports=((3868, 31868, "SCTP"),), annotations={P + "default-tls-container-ref": TLS_REF}
+    )
+
+    with pytest.raises(CloudError) as failed:
+        lbs.ensure(service=svc, nodes=nodes(1))
+
+    assert str(failed.value) == (
+        f"{P}default-tls-container-ref cannot apply to SCTP port 3868: its listener would be "
+        "TERMINATED_HTTPS and its pool HTTP; Octavia serves SCTP only with SCTP listeners and "
+        "pools; no load balancer is created or changed"
+    )
+    assert sim.inventory()["loadbalancer"] == 0
+
+
 @pytest.mark.parametrize(
     ("annotation", "value"),
     [

@@ -191,18 +191,6 @@ class ListenerSpec:
         return changes
 
 
-def listener_protocol(cfg: ServiceConfig, port: ServicePort) -> str:
-    if cfg.tls_ref:
-        return "TERMINATED_HTTPS"
-    return "HTTP" if cfg.xff else port.protocol
-
-
-def _pool_protocol(cfg: ServiceConfig, listener_protocol: str) -> str:
-    if cfg.proxy:
-        return cfg.proxy
-    return "HTTP" if cfg.xff or cfg.tls_ref else listener_protocol
-
-
 def _monitor(cfg: ServiceConfig, index: int, port: ServicePort) -> MonitorSpec | None:
     monitor = cfg.monitor
     if monitor is None:
@@ -249,10 +237,10 @@ def desired_listeners(
     members_of = eligible_nodes(cfg, nodes)
     specs = []
     for index, port in enumerate(service.spec.ports):
-        protocol = listener_protocol(cfg, port)
+        protocol = cfg.listener_protocol(port)
         pool = PoolSpec(
             name=naming.child_name("pool", index, cfg.name),
-            protocol=_pool_protocol(cfg, protocol),
+            protocol=cfg.pool_protocol(protocol),
             lb_algorithm=cfg.lb_method,
             persistence=cfg.session_persistence,
             members=_members(cfg, port, members_of),

@@ -4,12 +4,16 @@ Upstream blocks a sync thread for up to 271 s polling for ACTIVE after every wri
 a sync does what the cloud's current state allows and stops: a load balancer that is
 PENDING_* (just created, or busy with the previous write) raises `RetryAfter` with a short
 delay that grows while it stays pending, and the next sync re-reads the cloud and carries
-on. Nothing is remembered between syncs except that delay, so a restarted worker resumes
-exactly where a crashed one stopped.
+on. Between syncs a process remembers only that delay, what saves reads, and the ids of
+annotated load balancers it deleted to replace them, so a restarted worker resumes where a
+crashed one stopped; the one loss is a replacement not yet created, whose Service then
+waits for its id annotation to be removed.
 
 Idempotence comes from looking before creating: the load balancer is found by the
-`load-balancer-id` annotation or by name (and the legacy name) before any create; its
-children are compared with the desired specs; the floating IP is found on the VIP port or
+`load-balancer-id` annotation or by name (and the legacy name) before any create; an id
+annotation that names no load balancer (and none holds the name) is an error, never a
+create, unless this process deleted that one (in ERROR) to replace it. Its children are
+compared with the desired specs; the floating IP is found on the VIP port or
 by its description (`floating.py`). A retry after a crash at any point creates nothing
 twice.
 """
@@ -47,7 +51,8 @@ from provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
 
-GONE = frozenset({"DELETED", PENDING_DELETE})
+DELETED = "DELETED"
+GONE = frozenset({DELETED, PENDING_DELETE})
 
 
 def ingress(cfg: ServiceConfig, address: str) -> tuple[LoadBalancerIngress, ...]:
@@ -77,12 +82,17 @@ class OctaviaLoadBalancers:
             features=features,
             cluster=provider_settings.cluster_name,
         )
+        self._lock = threading.Lock()  # guards the two below
         # Load balancers this process created, with the specs they were created from: the
         # sync that finds one ACTIVE with unchanged specs skips re-reading its children
         # (a fully populated create makes all of them or lands in ERROR). Lost on restart,
         # which only costs those reads.
-        self._fresh_lock = threading.Lock()
         self._fresh: dict[str, str] = {}
+        # Load balancers named by a Service's id annotation that this process deleted (in
+        # ERROR) to replace them: the only missing ones an ensure may create a new load
+        # balancer for. Dropped once the replacement is in place; lost on restart, after
+        # which the Service's Warning asks for the annotation to be removed.
+        self._replacing: set[str] = set()
 
     # --- LoadBalancers ---------------------------------------------------------------------------
     def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
@@ -100,22 +110,8 @@ class OctaviaLoadBalancers:
             raise CloudError(f"Service {service.key} has no ports", retryable=False)
         events = a.Events()
         cfg = self._resolver.resolve(service, nodes, events)
-        if cfg.bad_lb_id:
-            # An explicit reference to a cloud object is never a reason to create another.
-            raise CloudError(
-                f"annotation {a.LOAD_BALANCER_ID}={cfg.bad_lb_id[:64]!r} is not a load "
-                "balancer id; no load balancer is created or changed",
-                retryable=False,
-            )
-        if cfg.source_ranges_unenforced():
-            # Upstream warns and creates the load balancer open to every address; a Service
-            # that asked for source ranges must not get a less secure load balancer.
-            raise CloudError(
-                f"{service.key} restricts its source ranges, but this Octavia cannot: "
-                "allowed_cidrs needs API 2.12 (and not the ovn provider; with ovn, set "
-                "manage-security-groups); no load balancer is created or changed",
-                retryable=False,
-            )
+        if refusal := cfg.refusal(service):
+            raise CloudError(f"{refusal}; no load balancer is created or changed", retryable=False)
         specs = desired_listeners(cfg, service, nodes)
         lb, owner = self._usable_lb(cfg, specs)
         if not owner:
@@ -127,6 +123,9 @@ class OctaviaLoadBalancers:
             self._api.update_lb_tags(lb.id, [*(t for t in lb.tags if t), cfg.name])
         address = self._address(cfg, lb, owner=owner, events=events)
         self._security_groups(events).ensure(cfg, service, nodes)
+        with self._lock:
+            # The outcome moves the annotation to `lb`.
+            self._replacing.discard(cfg.lb_id)
         return LoadBalancerOutcome(
             ingress=ingress(cfg, address),
             annotations_to_set={a.LOAD_BALANCER_ID: lb.id, a.LOAD_BALANCER_ADDRESS: address},
@@ -166,15 +165,16 @@ class OctaviaLoadBalancers:
 
     # --- finding and creating --------------------------------------------------------------------
     def _find(self, cfg: ServiceConfig, *, include_deleting: bool = False) -> LoadBalancer | None:
-        """By the id annotation, else by name, else by the legacy name."""
+        """By the id annotation, else by name, else by the legacy name. An id that names no
+        load balancer falls back to the names (a stale id pyccm wrote heals); only
+        `_usable_lb` decides whether nothing found allows a create."""
         if cfg.lb_id:
             lb = self._api.get_lb(cfg.lb_id)
-            if lb is not None or include_deleting:
+            if lb is not None and lb.provisioning_status != DELETED:
                 return lb
-            # Gone (deleted by hand?): fall back to the name, so the Service can heal.
-            log.warning(
-                "load balancer %s of %s is gone; looking it up by name", cfg.lb_id, cfg.name
-            )
+            if include_deleting:
+                return None
+            log.info("load balancer %s of %s does not exist; looking by name", cfg.lb_id, cfg.name)
         for name in (cfg.name, cfg.legacy_name):
             found = self._api.find_lbs(name)
             live = [lb for lb in found if lb.provisioning_status not in GONE]
@@ -194,26 +194,45 @@ class OctaviaLoadBalancers:
         """An ACTIVE load balancer for the Service (creating it first if there is none)."""
         lb = self._find(cfg)
         if lb is None:
+            self._require_creatable(cfg)
             created = self._api.create_lb(self._create_body(cfg, specs))
             if not cfg.serial:
-                with self._fresh_lock:
+                with self._lock:
                     self._fresh[created.id] = repr(specs)
             log.info("created load balancer %s (%s) for %s", created.id, created.name, cfg.name)
             raise self._api.backoff.retry(created.id, "was just created")
-        owner = lb.name == cfg.name or (not cfg.lb_id and lb.name == cfg.legacy_name)
+        # Found by name despite an id annotation, a legacy name is this Service's own too.
+        owner = lb.name == cfg.name or (lb.id != cfg.lb_id and lb.name == cfg.legacy_name)
         if lb.provisioning_status in GONE:
             raise self._api.backoff.retry(lb.id, "(the previous one) is being deleted")
         if lb.provisioning_status == ERROR and owner:
             # Upstream's recovery: delete it; the next sync creates a fresh one.
             log.warning("load balancer %s is in ERROR: deleting it to recreate it", lb.id)
             self._just_created(lb, specs)  # forget it
+            if lb.id == cfg.lb_id:
+                with self._lock:
+                    self._replacing.add(lb.id)
             self._api.delete_lb(lb.id, cascade=True)
             raise self._api.backoff.retry(lb.id, "was in ERROR and is being recreated")
         self._require_active(lb)
         return lb, owner
 
+    def _require_creatable(self, cfg: ServiceConfig) -> None:
+        """An id annotation naming a load balancer that does not exist (nor one by name)
+        is an error, never a reason to create another, unless this process deleted it to
+        replace it."""
+        with self._lock:
+            if not cfg.lb_id or cfg.lb_id in self._replacing:
+                return
+        raise CloudError(
+            f"annotation {a.LOAD_BALANCER_ID} names load balancer {cfg.lb_id}, which does not "
+            "exist; no load balancer is created or changed (remove the annotation to let "
+            "pyccm create one)",
+            retryable=False,
+        )
+
     def _just_created(self, lb: LoadBalancer, specs: Sequence[ListenerSpec]) -> bool:
-        with self._fresh_lock:
+        with self._lock:
             return self._fresh.pop(lb.id, None) == repr(specs)
 
     def _require_active(self, lb: LoadBalancer) -> None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.views import Node, Service
+from protocol.views import Node, Service, ServicePort
 from provider.errors import CloudError, InvalidProviderId
 from provider.openstack.config import LoadBalancerClass, LoadBalancerSettings, OpenStackSettings
 from provider.openstack.features import CloudFeatures, OctaviaFeatures
@@ -105,6 +105,64 @@ class ServiceConfig:
         if self.source_ranges == (ALLOW_ALL[self.ip_version],) or self.allowed_cidrs is not None:
             return False
         return not (self.lb_provider == "ovn" and self.manage_security_groups)
+
+    def listener_protocol(self, port: ServicePort) -> str:
+        """Upstream's mapping: a TLS ref terminates HTTPS, X-Forwarded-For needs HTTP."""
+        if self.tls_ref:
+            return "TERMINATED_HTTPS"
+        return "HTTP" if self.xff else port.protocol
+
+    def pool_protocol(self, listener_protocol: str) -> str:
+        if self.proxy:
+            return self.proxy
+        return "HTTP" if self.xff or self.tls_ref else listener_protocol
+
+    def refusal(self, service: Service) -> str:
+        """Why an ensure must not touch the cloud at all, or "" when it may. An input that
+        pyccm cannot serve as asked is an error, never a reason to build something else."""
+        if self.bad_lb_id:
+            return (
+                f"annotation {a.LOAD_BALANCER_ID}={self.bad_lb_id[:64]!r} is not a load balancer id"
+            )
+        if self.source_ranges_unenforced():
+            # Upstream warns and creates the load balancer open to every address; a Service
+            # that asked for source ranges must not get a less secure load balancer.
+            return (
+                f"{service.key} restricts its source ranges, but this Octavia cannot: "
+                "allowed_cidrs needs API 2.12 (and not the ovn provider; with ovn, set "
+                "manage-security-groups)"
+            )
+        for port in service.spec.ports:
+            if why := self._port_refusal(service, port):
+                return why
+        return ""
+
+    def _port_refusal(self, service: Service, port: ServicePort) -> str:
+        """Upstream passes an SCTP port to any Octavia (below 2.23 the create fails with a
+        400) and turns a UDP or SCTP port into an HTTP, HTTPS or PROXY listener or pool
+        when asked to (Octavia refuses the pool, or serves the port over TCP)."""
+        where = f"{port.protocol} port {port.port}"
+        if port.protocol == "SCTP" and not self.features.sctp:
+            version = self.features.version
+            has = f"API {version[0]}.{version[1]}" if version else "no readable API version"
+            return f"{where} needs Octavia API 2.23 (SCTP listeners and pools); this one has {has}"
+        listener = self.listener_protocol(port)
+        pool = self.pool_protocol(listener)
+        if port.protocol == "TCP" or listener == pool == port.protocol:
+            return ""
+        tls = a.DEFAULT_TLS_CONTAINER_REF
+        if not service.metadata.annotations.get(tls):
+            tls = "[LoadBalancer] default-tls-container-ref"
+        causes = (
+            (tls, self.tls_ref),
+            (a.X_FORWARDED_FOR, self.xff),
+            (a.PROXY_PROTOCOL, self.proxy),
+        )
+        named = " and ".join(name for name, on in causes if on)
+        return (
+            f"{named} cannot apply to {where}: its listener would be {listener} and its pool "
+            f"{pool}; Octavia serves {port.protocol} only with {port.protocol} listeners and pools"
+        )
 
 
 def _lb_class(settings: LoadBalancerSettings, ann: a.Annotations) -> LoadBalancerClass:
