@@ -10,7 +10,7 @@ from protocol.views import Taint
 from provider.errors import CloudError, ImplementedElsewhere, RetryAfter
 from provider.fake import ANNOTATION_LB_ID, FakeMethod
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
-from workers.runtime.controller import SyncFailed
+from workers.runtime.controller import Later, SyncFailed
 from workers.service.controller import SWEEP, ServiceSettings
 from workers.service.policy import FINALIZER, Shard
 
@@ -53,6 +53,21 @@ def test_the_echo_of_our_own_writes_costs_no_cloud_call(h: Harness) -> None:
     h.controller.sync(KEY)
     assert h.cloud.calls == []
     assert h.commits == []
+
+
+def test_a_restarted_worker_verifies_converged_services_after_those_that_need_work(
+    h: Harness,
+) -> None:
+    ensured(h)
+    done = h.replica.service(KEY)
+    restarted = harness()  # a new process: it has synced nothing yet
+    keys = restarted.controller.keys_for(Topic.SERVICE, KEY, None, done)
+    assert keys == (KEY,)
+    assert type(keys[0]) is Later
+    new = make_service(name="fresh")
+    fresh = restarted.controller.keys_for(Topic.SERVICE, "default/fresh", None, new)
+    assert fresh == ("default/fresh",)
+    assert type(fresh[0]) is str
 
 
 def test_a_port_change_runs_ensure_again(h: Harness) -> None:

@@ -70,3 +70,23 @@ def test_done_for_a_key_that_was_not_handed_out_is_refused(queue: WorkQueue[str]
     # The refused call changed nothing: the key is still queued once.
     assert queue.get(timeout=0) == "a"
     assert queue.get(timeout=0) is None
+
+
+def test_keys_added_later_wait_behind_every_other_key(queue: WorkQueue[str]) -> None:
+    queue.add_later("verify-1")
+    queue.add("new-1")
+    queue.add_later("verify-2")
+    queue.add("new-2")
+    assert len(queue) == 4
+    assert [queue.get(timeout=0) for _ in range(4)] == ["new-1", "new-2", "verify-1", "verify-2"]
+
+
+def test_a_plain_add_moves_a_key_out_of_the_later_lane(queue: WorkQueue[str]) -> None:
+    queue.add_later("a")
+    queue.add_later("b")
+    queue.add("c")
+    queue.add("b")
+    queue.add_later("c")
+    assert len(queue) == 3
+    assert [queue.get(timeout=0) for _ in range(3)] == ["c", "b", "a"]
+    assert queue.get(timeout=0) is None

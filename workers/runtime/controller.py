@@ -20,6 +20,13 @@ from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limit
 Obj = Node | Service
 
 
+class Later(str):
+    """A key `keys_for` wants synced behind every other queued key: work that only verifies
+    (the runner queues it with `add_later`)."""
+
+    __slots__ = ()
+
+
 class SyncFailed(Exception):
     """A sync that failed but still has something to say (a Warning event): the runner
     delivers `actions`, then backs the key off like any other failure."""

@@ -12,6 +12,10 @@ level-triggered (STYLE 4):
 * `add_rate_limited(key)` is `add_after(key, limiter.when(key))`: a failure grows the key's
   backoff until `forget(key)`.
 
+Two lanes. `add_later(key)` queues a key behind every key `add` queued, for work that only
+verifies (a restarted service worker re-checks every converged Service): keys that may
+need a change go first. `add` of a key waiting in the later lane moves it to the front lane.
+
 Retry-after. When a sync raises the provider's `RetryAfter(delay)` (upstream's `api.RetryError`),
 the runner calls `add_after(key, delay)`, **not** `add_rate_limited(key)`: the key comes back
 after exactly the delay the cloud asked for, and its backoff history is neither grown nor reset
@@ -204,6 +208,7 @@ class WorkQueue(Generic[K]):
         self._ready = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
         self._queue: deque[K] = deque()  # keys to hand out, in order; each is also in _dirty
+        self._later: dict[K, None] = {}  # handed out when _queue is empty, in order; in _dirty
         self._dirty: dict[K, float] = {}  # keys that need a sync -> when they became dirty
         self._processing: dict[K, float] = {}  # keys handed out, not yet done -> when
         self._waiting: dict[K, tuple[float, int]] = {}  # delayed keys -> (due, heap entry id)
@@ -216,8 +221,20 @@ class WorkQueue(Generic[K]):
     def add(self, key: K) -> None:
         """Queue `key` now, unless it is already queued. Ignored after shutdown."""
         with self._lock:
+            if self._shutting_down:
+                return
+            if key in self._later:
+                del self._later[key]
+                self._queue.append(key)
+                return
+            self._make_dirty(key, self._clock.now())
+
+    def add_later(self, key: K) -> None:
+        """Queue `key` behind every key `add` queued (or queues later), unless it is already
+        queued. Ignored after shutdown."""
+        with self._lock:
             if not self._shutting_down:
-                self._make_dirty(key, self._clock.now())
+                self._make_dirty(key, self._clock.now(), later=True)
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue `key` after `delay` seconds (at once if `delay <= 0`). A key already waiting keeps
@@ -266,6 +283,10 @@ class WorkQueue(Generic[K]):
                 self._move_due_keys(now)
                 if self._queue:
                     return self._hand_out(self._queue.popleft(), now)
+                if self._later:
+                    key = next(iter(self._later))
+                    del self._later[key]
+                    return self._hand_out(key, now)
                 if deadline is not None and now >= deadline:
                     return None
                 self._clock.wait(self._ready, self._sleep_time(now, deadline))
@@ -291,7 +312,7 @@ class WorkQueue(Generic[K]):
         """Keys ready to be handed out (not those in flight or still delayed)."""
         with self._lock:
             self._move_due_keys(self._clock.now())
-            return len(self._queue)
+            return len(self._queue) + len(self._later)
 
     # -- stopping -----------------------------------------------------------------------------
 
@@ -332,7 +353,7 @@ class WorkQueue(Generic[K]):
 
     # -- internals (the lock is held) -----------------------------------------------------------
 
-    def _make_dirty(self, key: K, since: float) -> None:
+    def _make_dirty(self, key: K, since: float, *, later: bool = False) -> None:
         if key in self._dirty:
             return
         self._dirty[key] = since
@@ -341,7 +362,10 @@ class WorkQueue(Generic[K]):
         # A key being synced runs again when its thread calls done(); queuing it now would let a
         # second thread take it while the first is still on it.
         if key not in self._processing:
-            self._queue.append(key)
+            if later:
+                self._later[key] = None
+            else:
+                self._queue.append(key)
             self._ready.notify()
 
     def _hand_out(self, key: K, now: float) -> K:
@@ -377,6 +401,7 @@ class WorkQueue(Generic[K]):
         # Dropping the dirty marks too: a key in flight is not queued again by its done().
         self._dirty.clear()
         self._queue.clear()
+        self._later.clear()
         self._waiting.clear()
         self._heap.clear()
         self._ready.notify_all()

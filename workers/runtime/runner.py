@@ -22,7 +22,7 @@ from prometheus_client import Counter, Histogram
 from protocol.messages import Action, Topic
 from provider.errors import RetryAfter
 from workers.runtime.commit import Committer, Transport, needs_retry
-from workers.runtime.controller import Controller, Obj, Periodic, SyncFailed
+from workers.runtime.controller import Controller, Later, Obj, Periodic, SyncFailed
 from workers.runtime.queue import WorkQueue
 from workers.runtime.replica import Replica
 
@@ -105,7 +105,10 @@ class Runner:
 
     def _on_change(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> None:
         for queued in self.controller.keys_for(topic, key, old, new):
-            self.queue.add(queued)
+            if isinstance(queued, Later):
+                self.queue.add_later(str(queued))
+            else:
+                self.queue.add(queued)
 
     def _every(self, periodic: Periodic) -> None:
         # The first run waits for the replica so it does not act on an empty cache.

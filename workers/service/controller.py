@@ -46,7 +46,7 @@ from protocol.views import Node, Service
 from provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
 from provider.interface import LoadBalancers, ProviderEvent
 from workers.runtime.commit import needs_retry
-from workers.runtime.controller import Obj, Periodic, SyncFailed, service_ref
+from workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
 from workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
 from workers.runtime.replica import Replica
 from workers.service.policy import (
@@ -164,10 +164,27 @@ class ServiceController:
         # Level-triggered: sync compares the Service with what was last done, so an
         # echo of our own status write or a label edit costs no cloud call.
         assert isinstance(new, Service)
+        if old is None and self._converged_elsewhere(key, new):
+            # A restarted worker (or a new leader's snapshot) re-checks every Service; the
+            # ones that look done wait behind those that need work, so a worker restarted
+            # over and over still gets new Services their load balancers.
+            return (Later(key),)
         moved_away = isinstance(old, Service) and wants_load_balancer(old)
         if wants_load_balancer(new) or needs_cleanup(new) or moved_away:
             return (key,)
         return ()
+
+    def _converged_elsewhere(self, key: str, service: Service) -> bool:
+        """Synced before this process saw it: ours, with an address, and not going away."""
+        with self._lock:
+            if key in self._synced:
+                return False
+        return (
+            wants_load_balancer(service)
+            and not needs_cleanup(service)
+            and FINALIZER in service.metadata.finalizers
+            and bool(service.status.load_balancer.ingress)
+        )
 
     def _keys_for_node(self, old: Obj | None, new: Obj | None) -> Iterable[str]:
         before = backend_id(old) if isinstance(old, Node) else None
