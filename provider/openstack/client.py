@@ -9,6 +9,9 @@ It owns the process's single openstacksdk `Connection` and adds what upstream la
 * 429 and 503 answers honour `Retry-After`: a short wait is taken inline and the request
   repeated (these statuses mean "not processed"), a long one becomes `RetryAfter` so the
   worker requeues the key instead of holding a thread;
+* a read (GET) answered 500, 502 or 504 is repeated too, after 0.2 s and then 0.4 s: a
+  read changes nothing, so one flaky answer need not fail (and back off) the whole sync;
+  writes are never repeated on those statuses (a create may have happened);
 * Prometheus metrics per operation with upstream's names
   (`openstack_api_requests_total`, `openstack_api_request_errors_total`,
   `openstack_api_request_duration_seconds`, label `request` = `<resource>_<op>`), one
@@ -68,6 +71,9 @@ _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$|/$")
 # A list longer than this many pages is a server that does not advance its marker.
 MAX_PAGES = 10_000
 _RETRY_STATUSES = frozenset({429, 503})
+# Server errors a read is repeated on (its first wait; doubled for the next attempt).
+_READ_RETRY_STATUSES = frozenset({500, 502, 504})
+READ_RETRY_WAIT = 0.2
 _NOT_RETRYABLE = frozenset({400, 401, 403, 405, 413})
 
 
@@ -316,7 +322,7 @@ class OpenStackClient:
             response = self._attempt(service, method, path, request=request, options=options)
             if response.status_code in accepted:
                 return response.content
-            delay = self._retry_delay(response, attempt)
+            delay = self._retry_delay(response, attempt, method)
             if delay is None:
                 raise self._error(request, method, path, response)
             self._sleep(delay)
@@ -393,8 +399,13 @@ class OpenStackClient:
         self._metrics.observe(request, self._clock() - started, failed=failed)
         return response
 
-    def _retry_delay(self, response: requests.Response, attempt: int) -> float | None:
-        """How long to wait before repeating a 429/503, or None to give up now."""
+    def _retry_delay(self, response: requests.Response, attempt: int, method: str) -> float | None:
+        """How long to wait before repeating a 429/503 (or a read's 500/502/504), or None
+        to give up now."""
+        if attempt >= MAX_ATTEMPTS:
+            return None
+        if method == "GET" and response.status_code in _READ_RETRY_STATUSES:
+            return READ_RETRY_WAIT * 2 ** (attempt - 1)
         if response.status_code not in _RETRY_STATUSES:
             return None
         advised = retry_after_seconds(response.headers.get("Retry-After"))
@@ -404,7 +415,7 @@ class OpenStackClient:
                 f"the cloud asked to retry after {delay:.0f}s (HTTP {response.status_code})",
                 delay=delay,
             )
-        return delay if attempt < MAX_ATTEMPTS else None
+        return delay
 
     def _error(
         self, request: str, method: str, path: str, response: requests.Response

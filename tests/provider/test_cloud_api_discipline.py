@@ -112,7 +112,7 @@ def test_a_cloud_that_keeps_refusing_is_tried_three_times(
     assert under_test.slept == [1.0, 1.0]
 
 
-def test_a_server_error_is_a_retryable_cloud_error(
+def test_a_read_answered_500_is_repeated_after_a_short_wait(
     sim: OpenStackSimHandle, make_cloud: MakeCloud
 ) -> None:
     under_test = make_cloud()
@@ -120,12 +120,56 @@ def test_a_server_error_is_a_retryable_cloud_error(
     instances(under_test).instance_exists(node=target)
     sim.fail_next("compute", 500)
 
+    mark = sim.mark()
+    exists = instances(under_test).instance_exists(node=target)
+
+    assert exists is True
+    assert [c.status for c in sim.calls(since=mark)] == [500, 200]
+    assert under_test.slept == [0.2]
+
+
+def test_a_read_that_keeps_failing_is_a_retryable_cloud_error_after_three_tries(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    under_test = make_cloud()
+    target = node("x", provider_id=provider_id(sim, "node-0001"))
+    instances(under_test).instance_exists(node=target)
+    sim.fail_next("compute", 500, count=5)
+
+    mark = sim.mark()
     with pytest.raises(CloudError) as caught:
         instances(under_test).instance_exists(node=target)
 
+    assert [c.status for c in sim.calls(since=mark)] == [500, 500, 500]
+    assert under_test.slept == [0.2, 0.4]
     assert caught.value.status == 500
     assert caught.value.retryable is True
     assert "server_get" in str(caught.value)
+
+
+def test_a_write_answered_500_is_not_repeated(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    under_test = make_cloud()
+    client = under_test.cloud.client
+    sim.fail_next("network", 500, methods=("POST",))
+
+    mark = sim.mark()
+    with pytest.raises(CloudError) as caught:
+        client.call(
+            "network",
+            "POST",
+            "/security-groups",
+            request="security_group_create",
+            body={"security_group": {"name": "x"}},
+            ok=(201,),
+        )
+
+    assert [(c.method, c.status) for c in sim.calls(since=mark) if c.service == "network"] == [
+        ("POST", 500)
+    ]
+    assert under_test.slept == []
+    assert caught.value.status == 500
 
 
 def test_revoked_tokens_are_renewed_transparently(
