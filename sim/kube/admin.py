@@ -2,8 +2,10 @@
 as a separate process. The prefix cannot collide with a Kubernetes path, and every
 endpoint needs the admin bearer token.
 
-    GET  /_sim/state                 resourceVersion, object counts, open watches, faults
-    GET  /_sim/requests              the request log (method, path, verb, user, code)
+    GET  /_sim/state                 resourceVersion, object counts, open watches, faults,
+                                      requests (the seq the next request log record gets)
+    GET  /_sim/requests[?since=N]    the request log (seq, method, path, verb, user, code),
+                                      the records numbered N and later
     POST /_sim/faults                {"latency": s, "errorRates": {verb: p},
                                       "throttleRate": p, "retryAfter": s}  (fields optional)
     POST /_sim/watches/cut           {"mode": "close"|"reset"}  end every open watch
@@ -48,7 +50,7 @@ class AdminEndpoints:
         try:
             self._authenticate(request)
             body = await self._body(request)
-            return await self._route(request.method, request.match_info["tail"].strip("/"), body)
+            return await self._route(request, request.match_info["tail"].strip("/"), body)
         except ApiError as error:
             return error_response(error)
         except (ValueError, TypeError, KeyError) as error:
@@ -71,11 +73,13 @@ class AdminEndpoints:
             raise errors.bad_request("the body must be a JSON object")
         return body
 
-    async def _route(self, method: str, path: str, body: Obj) -> web.Response:
+    async def _route(self, request: web.Request, path: str, body: Obj) -> web.Response:
+        method = request.method
         if method == "GET" and path == "state":
             return _json(self.state())
         if method == "GET" and path == "requests":
-            return _json(list(self.sim.requests))
+            since = int(request.query.get("since", "0"))
+            return _json([r for r in self.sim.requests if r["seq"] >= since])
         if method == "GET" and path.startswith("objects/"):
             return self._object(path.split("/")[1:])
         if method != "POST":
@@ -107,6 +111,7 @@ class AdminEndpoints:
                 for r in resources.ALL_RESOURCES
             },
             "watches": len(store.watchers),
+            "requests": self.sim.request_seq,
             "faults": self.sim.faults.describe(),
         }
 

@@ -155,7 +155,10 @@ class KubeSim:
         self.authorizer = (
             Authorizer.from_files(settings.rbac_files) if settings.rbac_files else None
         )
+        # The newest 50,000 answers; `seq` numbers every one, so a reader can ask for what
+        # came after a mark even once older records have fallen off.
         self.requests: collections.deque[Obj] = collections.deque(maxlen=50_000)
+        self.request_seq = 0
         self.server_address = f"{settings.host}:{settings.port}"
         self.watch_tasks: set[asyncio.Task[Any]] = set()
         self.started = time.monotonic()
@@ -187,6 +190,8 @@ class KubeSim:
             log.exception("unexpected error serving %s %s", request.method, request.path)
             response = error_response(errors.internal_error(type(error).__name__))
         record["code"] = response.status
+        record["seq"] = self.request_seq
+        self.request_seq += 1
         self.requests.append(record)
         return response
 

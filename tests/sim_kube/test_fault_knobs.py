@@ -69,6 +69,19 @@ def test_the_admin_endpoint_seeds_flips_nodes_and_reports_state(kube: KubeSimHan
     assert ready["status"] == "False"
 
 
+def test_the_request_log_is_read_from_a_mark_even_after_old_records_fell_off(
+    kube: KubeSimHandle,
+) -> None:
+    mark = http(kube, "GET", "/_sim/state").json()["requests"]
+    http(kube, "GET", "/api/v1/nodes")
+    http(kube, "GET", "/api/v1/namespaces/default/services")
+    records = http(kube, "GET", f"/_sim/requests?since={mark}").json()
+    assert [(r["seq"], r["path"]) for r in records] == [
+        (mark, "/api/v1/nodes"),
+        (mark + 1, "/api/v1/namespaces/default/services"),
+    ]
+
+
 def test_bad_admin_requests_are_status_errors(kube: KubeSimHandle) -> None:
     assert http(kube, "POST", "/_sim/faults", b"{oops").status == 400
     assert http(kube, "POST", "/_sim/faults", b'{"errorRates": {"fly": 1}}').status == 400
