@@ -7,7 +7,7 @@ UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: setup demo test lint types contracts pytest conformance bench clean
+.PHONY: setup demo test lint types contracts pytest conformance faults bench clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -43,6 +43,11 @@ pytest: setup
 conformance: setup
 	$(PYTHON) conformance/install.py
 	$(RUN) pytest -m conformance -v -p no:cacheprovider tests/conformance
+
+# Faults and failover drills on the real tree (README: "Reliability"); FAULTS_ARGS=--quick
+# runs them smaller (about 5 minutes; the full suite with its 30-minute soak about 50).
+faults: setup
+	$(RUN) python -m bench.faults $(FAULTS_ARGS)
 
 bench: setup
 	$(RUN) python -m bench.kube_sim

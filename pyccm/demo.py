@@ -131,6 +131,7 @@ def simulators(
     services: int = 0,
     servers: int | None = None,
     cloud_args: tuple[str, ...] = (),
+    kube_args: tuple[str, ...] = (),
 ) -> Iterator[World]:
     """Both simulators; the cloud has `servers` servers (default: one per node)."""
     kubeconfig = workdir / "kubeconfig"
@@ -142,6 +143,7 @@ def simulators(
                 [
                     *("sim", "kube", "--seed-nodes", str(nodes)),
                     *("--seed-services", str(services), "--kubeconfig-out", str(kubeconfig)),
+                    *kube_args,
                 ],
                 workdir / "kube.log",
             )
