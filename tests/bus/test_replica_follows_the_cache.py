@@ -71,6 +71,23 @@ def test_a_restarted_manager_is_followed_and_its_deletes_seen(bus: Bus) -> None:
     assert client.resnapshots >= 1
 
 
+def test_the_replica_is_not_synced_while_a_new_managers_snapshot_is_awaited(bus: Bus) -> None:
+    first = bus.manager()
+    first.cache.nodes.upsert(node("deleted-while-away", 1))
+    client, replica = bus.worker()
+    eventually(replica.synced.is_set)
+    bus.stop(first.server)
+    # A manager that is not serving (a standby): the worker must not trust its old replica.
+    standby = bus.manager(serving=False)
+    eventually(lambda: not replica.synced.is_set())
+    assert replica_names(replica.nodes()) == {"deleted-while-away"}  # type: ignore[arg-type]
+    standby.cache.nodes.upsert(node("current", 1))
+    standby.server.serve(True)
+    eventually(replica.synced.is_set)
+    assert replica_names(replica.nodes()) == {"current"}  # type: ignore[arg-type]
+    assert client.resnapshots >= 1
+
+
 def test_a_result_is_acked_by_the_leader(bus: Bus) -> None:
     bus.manager()
     client, replica = bus.worker()

@@ -364,6 +364,11 @@ class BusClient:
             self.resnapshots += 1
         self._awaiting = set(self._topics)
         self._buffer = []
+        if self._topics:
+            # Until the new snapshot is in, the replica may hold objects the API no longer
+            # has (a Service deleted while this worker's manager was away): no sync may
+            # read it, or it would recreate a load balancer for a deleted Service.
+            self._replica.synced.clear()
         self._send_hello(dealer)
 
     def _send_hello(self, dealer: zmq.Socket[bytes]) -> None:

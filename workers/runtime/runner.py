@@ -131,7 +131,11 @@ class Runner:
                 self.queue.done(key)
 
     def _wait_while_paused(self) -> None:
-        while self._transport.paused.is_set() and not self._stop.is_set():
+        """While the manager pauses this worker, or its replica is out of date (waiting for a
+        new manager's snapshot), a sync would act on a stale view: wait."""
+        while not self._stop.is_set() and (
+            self._transport.paused.is_set() or not self._replica.synced.is_set()
+        ):
             time.sleep(0.1)
 
     def _process(self, key: str) -> None:
