@@ -513,6 +513,47 @@ def leader_sigterm_backlog(s: System) -> Outcome:
     return handover_outcome(handovers, limit=5.0)
 
 
+WORKERS = ("worker-service:worker-service-0", "worker-route", "worker-node", "worker-lifecycle")
+
+
+def workers_sigterm(s: System) -> Outcome:
+    """SIGTERM each worker of the leader's tree while Services roll out (the service worker
+    mid-sync); seconds from the signal until the process is gone."""
+    leader = s.leader()
+    wanted = names("sigterm", 30)
+    s.create_services(wanted)
+    times: dict[str, list[float]] = {}
+    for round_ in range(3 if s.rounds < 10 else 10):
+        for program in WORKERS:
+            pid = wait_for(partial(leader.pid, program), timeout=30, what=f"{program} running")
+            if program.startswith("worker-service") and round_ == 0:
+                wait_for(partial(s.writing, leader.user), timeout=60, what="syncs under way")
+            os.kill(pid, signal.SIGTERM)
+            signalled = time.monotonic()
+            wait_for(partial(gone, pid), timeout=30, what=f"{program} exiting", poll=0.01)
+            times.setdefault(program.split(":")[0], []).append(time.monotonic() - signalled)
+            wait_for(partial(leader.replaced, program, pid), timeout=30, what="a restart")
+    s.wait_converged(wanted, timeout=240)
+    differs = wait_settled(s)
+    check(not differs, differs)
+    s.cleanup()
+    worst = max(max(t) for t in times.values())
+    check(worst <= 2.0, f"a worker took {worst:.2f} s to stop: {times}")
+    per = ", ".join(f"{name} {max(t):.2f}" for name, t in times.items())
+    return Outcome(
+        f"{sum(len(t) for t in times.values())} SIGTERMs during a 30-Service rollout; slowest "
+        f"exit per worker (s): {per}; the rollout then converges"
+    )
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state == "Z"  # exited, not yet reaped by supervisord
+
+
 def lists_fail_across_failover(s: System) -> Outcome:
     """Every LIST fails while the leader hands over: the new leader keeps renewing (no
     flapping), and no manager without the Lease lets a result reach the API."""
@@ -849,6 +890,7 @@ DRILLS: list[tuple[str, Drill]] = [
     ("leader SIGTERM at random points of the renew cycle", leader_sigterm),
     ("leader SIGKILL", leader_sigkill),
     ("leader SIGTERM under a write backlog (kube-api-qps 20)", leader_sigterm_backlog),
+    ("workers SIGTERMed mid-work: each stops within 2 s", workers_sigterm),
     ("every LIST failing across a failover", lists_fail_across_failover),
     ("watch cuts + 410 storms with creates and deletes", watch_storm),
     ("cloud 15 % 500 + 5 % 429 (Retry-After)", cloud_errors),

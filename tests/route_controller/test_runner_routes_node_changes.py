@@ -86,7 +86,7 @@ def test_stopping_abandons_a_sync_stuck_in_a_cloud_call_instead_of_waiting_for_i
     release = threading.Event()
 
     def hang(seconds: float) -> None:
-        # Longer than a stop may wait (1.5 s), far shorter than the old 10 s drain, after
+        # Longer than a stop may wait (1 s), far shorter than the old 10 s drain, after
         # which the route would exist and no call would be in flight.
         stuck.set()
         release.wait(5)
