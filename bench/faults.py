@@ -40,7 +40,7 @@ import zmq
 from kubeapi.errors import AlreadyExists, KubeError, NotFound
 from pyccm.demo import World, process_tree, simulators
 from sim.kube.runtime import write_kubeconfig
-from tests.e2e.conftest import Cloud, Kube, ingress_ips, internal_ip, node_port
+from tests.e2e.conftest import Cloud, Kube, ingress_ips, internal_ip, node_port, wait_for
 
 T = TypeVar("T")
 RESULTS = Path(__file__).parent / "results"
@@ -57,7 +57,6 @@ CLOUD_QPS = 50  # per worker process: the bucket the cloud-error drill checks
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
-POLL = 0.1
 
 
 class DrillFailed(AssertionError):
@@ -67,17 +66,6 @@ class DrillFailed(AssertionError):
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise DrillFailed(message)
-
-
-def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str, poll: float = POLL) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = probe()
-        if seen:
-            return seen
-        if time.monotonic() > deadline:
-            raise DrillFailed(f"not within {timeout:.0f} s: {what}")
-        time.sleep(poll)
 
 
 # --- the system under test -------------------------------------------------------------------
@@ -565,21 +553,11 @@ def lists_fail_across_failover(s: System) -> Outcome:
     holders = [old]
     try:
         os.kill(leader.pid("manager"), signal.SIGTERM)
-        window = time.monotonic() + LEASE_DURATION * 2
-        while time.monotonic() < window:
-            holder = s.holder()
-            if holder and holder != holders[-1]:
-                holders.append(holder)
-            time.sleep(0.1)
+        follow_holders(s, holders, seconds=LEASE_DURATION * 2)
     finally:
         s.clear_kube_faults()
     seen = s.request_mark()
-    window = time.monotonic() + LEASE_DURATION * 1.5
-    while time.monotonic() < window:
-        holder = s.holder()
-        if holder and holder != holders[-1]:
-            holders.append(holder)
-        time.sleep(0.1)
+    follow_holders(s, holders, seconds=LEASE_DURATION * 1.5)
     check(len(holders) == 2, f"the Lease changed hands {len(holders) - 1} times: {holders}")
     new_leader = s.leader()
     check(new_leader is standby, "the standby did not keep the Lease")
@@ -595,6 +573,16 @@ def lists_fail_across_failover(s: System) -> Outcome:
         f"{2 * LEASE_DURATION:.0f} s of failing LISTs across a SIGTERM: 1 handover, "
         f"0 writes by the non-holder; new Services converge {took:.1f} s after"
     )
+
+
+def follow_holders(s: System, holders: list[str], *, seconds: float) -> None:
+    """Append every new Lease holder seen in the next `seconds` to `holders`."""
+    window = time.monotonic() + seconds
+    while time.monotonic() < window:
+        holder = s.holder()
+        if holder and holder != holders[-1]:
+            holders.append(holder)
+        time.sleep(0.1)
 
 
 def watch_storm(s: System) -> Outcome:

@@ -43,7 +43,9 @@ LB_KINDS = ("loadbalancer", "listener", "pool", "member", "healthmonitor", "floa
 POLL_INTERVAL = 0.1
 
 
-def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str) -> T:
+def wait_for(
+    probe: Callable[[], T | None], *, timeout: float, what: str, poll: float = POLL_INTERVAL
+) -> T:
     """Poll `probe` until it returns something truthy; return it. On timeout, fail with
     `what` and the last value seen."""
     deadline = time.monotonic() + timeout
@@ -53,7 +55,7 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str) -> T:
             return seen
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout:.0f}s: {what}; last seen: {seen!r}")
-        time.sleep(POLL_INTERVAL)
+        time.sleep(poll)
 
 
 class Cloud:
