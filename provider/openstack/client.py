@@ -405,7 +405,7 @@ class OpenStackClient:
         if attempt >= MAX_ATTEMPTS:
             return None
         if method == "GET" and response.status_code in _READ_RETRY_STATUSES:
-            return READ_RETRY_WAIT * 2 ** (attempt - 1)
+            return float(READ_RETRY_WAIT * 2 ** (attempt - 1))
         if response.status_code not in _RETRY_STATUSES:
             return None
         advised = retry_after_seconds(response.headers.get("Retry-After"))
