@@ -151,8 +151,9 @@ def test_no_floating_network_forces_the_service_internal_with_warnings(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
     lbs = make_lbs(conf=conf_without_floating_network(sim))
-    # The external-network search fails on both syncs (create, then finish).
-    sim.fail_next("network", 500, count=2, methods=("GET",))
+    # The external-network search fails on both syncs (create, then finish), each time on
+    # all three attempts (a read answered 500 is repeated twice).
+    sim.fail_next("network", 500, count=6, methods=("GET",))
 
     outcome = ensure(lbs, service(), nodes(1))
 
