@@ -45,7 +45,7 @@ conformance: setup
 	$(RUN) pytest -m conformance -v -p no:cacheprovider tests/conformance
 
 # Faults and failover drills on the real tree (README: "Reliability"); FAULTS_ARGS=--quick
-# runs them smaller (about 5 minutes; the full suite with its 30-minute soak about 50).
+# runs them smaller (about 5 minutes; the full suite with its 30-minute soak about 40).
 faults: setup
 	$(RUN) python -m bench.faults $(FAULTS_ARGS)
 
