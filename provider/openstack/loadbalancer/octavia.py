@@ -98,7 +98,10 @@ class OctaviaLoadBalancers:
     def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
         cfg = self._resolver.resolve(service, (), a.Events(), lookups=False)
         lb = self._find(cfg)
-        if lb is None or lb.provisioning_status in GONE:
+        # A load balancer still PENDING_DELETE exists: the service controller removes the
+        # finalizer only once it is gone, so a delete that fails (ERROR) is retried, not
+        # forgotten with the Service.
+        if lb is None or lb.provisioning_status == DELETED:
             return None
         if cfg.internal or cfg.ip_version == 6:
             return ingress(cfg, lb.vip_address)
