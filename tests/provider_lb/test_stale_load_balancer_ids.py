@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from provider.errors import CloudError
+from provider.errors import CloudError, RetryAfter
 from provider.interface import LoadBalancers
 from sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
@@ -77,3 +77,22 @@ def test_a_stale_id_gives_way_to_the_load_balancer_with_the_services_name(
     assert ("POST", "lbaas/loadbalancers") not in writes(sim, mark)
     assert one(sim, "loadbalancer")["id"] == lb["id"]
     assert one(sim, "listener")["tags"] == ["kube_service_kubernetes_default_web"]
+
+
+def test_a_load_balancer_still_being_deleted_exists_until_it_is_gone(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    """The service controller removes the finalizer when `get` says nothing is left: a load
+    balancer PENDING_DELETE (whose delete may still end in ERROR) must still count."""
+    svc = service()
+    svc = with_annotations(svc, ensure(lbs, svc, nodes(2)).annotations_to_set)
+    sim.set_knobs(provisioning_delay_s=3.0)
+    with pytest.raises(RetryAfter):
+        lbs.ensure_deleted(service=svc)
+    assert one(sim, "loadbalancer")["provisioning_status"] == "PENDING_DELETE"
+
+    assert lbs.get(service=svc) is not None
+
+    sim.set_knobs(provisioning_delay_s=0.0)
+    sim.settle()
+    assert lbs.get(service=svc) is None
