@@ -40,7 +40,15 @@ import zmq
 from kubeapi.errors import AlreadyExists, KubeError, NotFound
 from pyccm.demo import World, process_tree, simulators
 from sim.kube.runtime import write_kubeconfig
-from tests.e2e.conftest import Cloud, Kube, ingress_ips, internal_ip, node_port, wait_for
+from tests.e2e.conftest import (
+    Cloud,
+    Kube,
+    ingress_ips,
+    internal_ip,
+    node_port,
+    supervisorctl,
+    wait_for,
+)
 
 T = TypeVar("T")
 RESULTS = Path(__file__).parent / "results"
@@ -81,15 +89,8 @@ class Tree:
     def runtime(self) -> Path:
         return self.world.workdir / "run"
 
-    def ctl(self, *args: str) -> str:
-        env = dict(os.environ, PYCCM_RUNTIME_DIR=str(self.runtime))
-        ctl = Path(sys.executable).parent / "supervisorctl"
-        conf = Path(__file__).resolve().parents[1] / "supervisord.conf"
-        answer = subprocess_run([str(ctl), "-c", str(conf), *args], env)
-        return answer.strip()
-
     def pid(self, program: str) -> int:
-        text = self.ctl("pid", program)
+        text = supervisorctl(self.world, "pid", program).strip()
         return int(text) if text.isdigit() else 0
 
     def replaced(self, program: str, pid: int) -> bool:
@@ -104,7 +105,8 @@ class Tree:
         return found
 
     def manager_up(self) -> bool:
-        return "RUNNING" in self.ctl("status", "manager") and self.uptime("manager") >= 2
+        status = supervisorctl(self.world, "status", "manager")
+        return "RUNNING" in status and self.uptime("manager") >= 2
 
     def uptime(self, program: str) -> float:
         pid = self.pid(program)
@@ -118,12 +120,6 @@ class Tree:
 
     def log(self) -> str:
         return (self.world.workdir / "tree.log").read_text(errors="replace")
-
-
-def subprocess_run(command: list[str], env: dict[str, str]) -> str:
-    import subprocess
-
-    return subprocess.run(command, env=env, capture_output=True, text=True, check=False).stdout
 
 
 @dataclass
