@@ -11,7 +11,7 @@ endpoint needs the admin bearer token.
     POST /_sim/watches/cut           {"mode": "close"|"reset"}  end every open watch
     POST /_sim/watches/expire        {"count": n}  the next n watches get 410 Expired
     POST /_sim/history               {"size": n}   shrink/grow the retained window
-    POST /_sim/seed                  {"nodes": n, "services": m}
+    POST /_sim/seed                  {"nodes": n, "services": m, "clusterIPServices": k}
     POST /_sim/kubelet               {"node": name, "ready": "True"|"False"|"Unknown"}
     POST /_sim/churn                 {"count": n}  n node MODIFIED events (benchmarks)
     GET  /_sim/objects/<plural>/<ns>/<name>   an object straight from the store
@@ -164,6 +164,7 @@ class AdminEndpoints:
             self.sim.api,
             nodes=int(body.get("nodes", 0)),
             services=int(body.get("services", 0)),
+            cluster_ip_services=int(body.get("clusterIPServices", 0)),
             first_node=self.sim.store.count(resources.NODES),
         )
         return self.state()

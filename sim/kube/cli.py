@@ -49,6 +49,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--seed-services", type=int, default=0, metavar="M", help="LoadBalancer Services to create"
     )
     parser.add_argument(
+        "--seed-cluster-ip-services",
+        type=int,
+        default=0,
+        metavar="K",
+        help="ClusterIP Services to create after the LoadBalancer ones",
+    )
+    parser.add_argument(
         "--history-size", type=int, default=20_000, help="changes kept for watch resumption"
     )
     parser.add_argument(
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         bookmark_interval=args.bookmark_interval,
         seed_nodes=args.seed_nodes,
         seed_services=args.seed_services,
+        seed_cluster_ip_services=args.seed_cluster_ip_services,
         random_seed=args.random_seed,
         kubeconfig_out=args.kubeconfig_out,
         tls=args.tls,

@@ -49,7 +49,12 @@ class Running:
 
 async def start(settings: SimSettings, faults: Faults | None = None) -> Running:
     sim = KubeSim(settings=settings, faults=faults)
-    seed(sim.api, nodes=settings.seed_nodes, services=settings.seed_services)
+    seed(
+        sim.api,
+        nodes=settings.seed_nodes,
+        services=settings.seed_services,
+        cluster_ip_services=settings.seed_cluster_ip_services,
+    )
     runner = web.AppRunner(
         sim.application(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5
     )

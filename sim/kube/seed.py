@@ -134,7 +134,7 @@ def _condition(kind: str, status: str, reason: str, message: str, stamp: str) ->
     }
 
 
-def service_object(index: int) -> tuple[str, Obj]:
+def service_object(index: int, *, service_type: str = "LoadBalancer") -> tuple[str, Obj]:
     namespace = SERVICE_NAMESPACES[index % len(SERVICE_NAMESPACES)]
     name = f"svc-{index:05d}"
     ports = [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]
@@ -142,12 +142,21 @@ def service_object(index: int) -> tuple[str, Obj]:
         ports.append({"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"})
     return namespace, {
         "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-        "spec": {"type": "LoadBalancer", "selector": {"app": name}, "ports": ports},
+        "spec": {"type": service_type, "selector": {"app": name}, "ports": ports},
     }
 
 
-def seed(api: KubeApi, *, nodes: int, services: int, first_node: int = 0) -> None:
-    """Add nodes `first_node..first_node+nodes-1` and `services` LoadBalancer Services."""
+def seed(
+    api: KubeApi,
+    *,
+    nodes: int,
+    services: int,
+    cluster_ip_services: int = 0,
+    first_node: int = 0,
+) -> None:
+    """Add nodes `first_node..first_node+nodes-1`, `services` LoadBalancer Services, then
+    `cluster_ip_services` ClusterIP Services (most Services of a large cluster are: a CCM
+    must ignore them cheaply)."""
     for namespace in SERVICE_NAMESPACES:
         if api.store.get(NAMESPACES, ("", namespace)) is None:
             api.create(NAMESPACES, "", {"metadata": {"name": namespace}})
@@ -155,8 +164,9 @@ def seed(api: KubeApi, *, nodes: int, services: int, first_node: int = 0) -> Non
     for index in range(first_node, first_node + nodes):
         api.create(NODES, "", node_object(index, clock=clock))
     existing = api.store.count(SERVICES)
-    for index in range(existing, existing + services):
-        namespace, body = service_object(index)
+    kinds = ["LoadBalancer"] * services + ["ClusterIP"] * cluster_ip_services
+    for index, service_type in enumerate(kinds, start=existing):
+        namespace, body = service_object(index, service_type=service_type)
         api.create(SERVICES, namespace, body)
 
 

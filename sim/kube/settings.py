@@ -48,6 +48,9 @@ class SimSettings:
     max_body_bytes: int = 3 * 1024 * 1024
     seed_nodes: int = 0
     seed_services: int = 0
+    # ClusterIP Services seeded after the LoadBalancer ones: a large cluster's Services are
+    # mostly ClusterIP, and the benchmarks measure what ignoring them costs.
+    seed_cluster_ip_services: int = 0
     # Seeds uids, generateName suffixes and fault dice, so runs are reproducible.
     random_seed: int = 0
     kubeconfig_out: Path | None = None

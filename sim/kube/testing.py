@@ -103,10 +103,14 @@ class KubeSimHandle:
 
     # -- objects ------------------------------------------------------------------------
 
-    def seed(self, *, nodes: int = 0, services: int = 0) -> None:
+    def seed(self, *, nodes: int = 0, services: int = 0, cluster_ip_services: int = 0) -> None:
         self.call(
             lambda sim: seed(
-                sim.api, nodes=nodes, services=services, first_node=sim.store.count(NODES)
+                sim.api,
+                nodes=nodes,
+                services=services,
+                cluster_ip_services=cluster_ip_services,
+                first_node=sim.store.count(NODES),
             )
         )
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kube.testing import KubeSimHandle
+from sim.kube.seed import SERVICE_NAMESPACES
+from sim.kube.testing import KubeSimHandle, running_kube_sim
 from sim.scenario import seed_node
 from tests.sim_kube.conftest import as_json
 
@@ -66,3 +67,19 @@ def test_seeding_more_nodes_continues_the_numbering(kube: KubeSimHandle) -> None
     kube.seed(nodes=2)
     names = [n["metadata"]["name"] for n in kube.list_objects("nodes")]
     assert names == ["node-0000", "node-0001", "node-0002", "node-0003", "node-0004"]
+
+
+def test_cluster_ip_services_are_seeded_after_the_load_balancers() -> None:
+    with running_kube_sim(seed_services=2, seed_cluster_ip_services=3) as kube:
+        kube.seed(services=1, cluster_ip_services=1)
+        services = [kube.get("services", f"svc-{i:05d}", namespace=_namespace(i)) for i in range(7)]
+    types = [s["spec"]["type"] if s else None for s in services]
+    assert types == ["LoadBalancer"] * 2 + ["ClusterIP"] * 3 + ["LoadBalancer", "ClusterIP"]
+    for service in services:
+        assert service is not None
+        node_ports = [p.get("nodePort") for p in service["spec"]["ports"]]
+        assert all(node_ports) == (service["spec"]["type"] == "LoadBalancer")
+
+
+def _namespace(index: int) -> str:
+    return SERVICE_NAMESPACES[index % len(SERVICE_NAMESPACES)]
