@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from sim.openstack.settings import DEFAULT_MAX_REQUEST_BODY_SIZE
+
 READY_PREFIX = "pyccm sim openstack: ready at "
 
 
@@ -128,6 +130,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="N",
         help="Neutron max_routes per router (real default 30; unlimited here)",
     )
+    knobs.add_argument(
+        "--max-request-body-size",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BODY_SIZE,
+        metavar="BYTES",
+        help="Octavia's and Nova's [oslo_middleware] max_request_body_size: larger bodies get "
+        f"413 (default {DEFAULT_MAX_REQUEST_BODY_SIZE}, the services' own; 0 = no limit)",
+    )
     for service in ("octavia", "nova"):
         knobs.add_argument(
             f"--{service}-page-limit",
@@ -159,6 +169,7 @@ def knob_values(args: argparse.Namespace) -> dict[str, Any]:
         "max_routes": args.max_routes,
         "octavia_page_limit": args.octavia_page_limit,
         "nova_page_limit": args.nova_page_limit,
+        "max_request_body_size": args.max_request_body_size,
     }
 
 

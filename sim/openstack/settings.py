@@ -17,6 +17,8 @@ from typing import Any
 
 SERVICES = ("identity", "compute", "network", "load-balancer")
 VERSION_RE = re.compile(r"^2\.(\d+)$")
+# oslo.middleware's default `max_request_body_size` ("default request size is 112k").
+DEFAULT_MAX_REQUEST_BODY_SIZE = 114_688
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,10 @@ class Knobs:
     # a client that never follows `next` links loses rows here as it would in a cloud.
     octavia_page_limit: int = 1000
     nova_page_limit: int = 1000
+    # Largest request body Octavia and Nova accept (413 above it); 0 = no limit. The
+    # default is oslo.middleware's `[oslo_middleware] max_request_body_size` (112 KiB),
+    # which a stock cloud applies and which a large cluster's operator raises.
+    max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply a partial update; unknown names or bad values raise ValueError."""
@@ -132,7 +138,12 @@ def _coerce(name: str, value: Any) -> Any:  # noqa: PLR0911 - one case per knob 
             if number < 0:
                 raise ValueError(f"{name} must be >= 0")
             return number
-        case "force_error_next_lbs" | "octavia_page_limit" | "nova_page_limit":
+        case (
+            "force_error_next_lbs"
+            | "octavia_page_limit"
+            | "nova_page_limit"
+            | "max_request_body_size"
+        ):
             return _non_negative_int(name, value)
         case "lb_quota" | "max_routes":
             return None if value is None else _non_negative_int(name, value)
