@@ -12,12 +12,22 @@ session and one Keystone token, with a fixed number of requests in flight:
 
 Each measurement runs for `--seconds` and is repeated `--runs` times; the table reports
 the median (and min/max) and is written with a plot to bench/results/openstack_sim.{md,png}.
+
+A second section measures capacity: a simulator seeded with a 5,000-node cloud (5,000
+servers and their ports, 200 load balancers each with a listener, a pool of 5,000 members
+and, on every other one, a monitor: 1,000,000 members; a router with 5,000 routes) reports
+its seed time and RSS, and the latency of the calls a CCM makes at that size next to the
+same calls on a small cloud (1,000 servers, one load balancer of 5,000 members, a router
+without routes), each the median of `--reps` sequential calls. A call that costs the same
+at both sizes does not grow with unrelated objects. `--quick` runs a smaller version of
+everything and writes to a temporary directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import signal
@@ -33,9 +43,12 @@ from typing import Any
 
 import aiohttp
 
+from sim.scenario import node_internal_ip, node_pod_cidr
+
 RESULTS = Path(__file__).parent / "results"
 READY_PREFIX = "pyccm sim openstack: ready at "
 TARGET_GETS_PER_S = 1000.0
+TARGET_RSS_MIB = 500
 
 
 @dataclass(frozen=True)
@@ -63,7 +76,7 @@ def _pin(cpu: int, *, pid: int = 0) -> None:
         os.sched_setaffinity(pid, {cpu})
 
 
-def start_simulator(config_dir: Path, nodes: int) -> tuple[subprocess.Popen[str], str]:
+def start_simulator(config_dir: Path, nodes: int, *extra: str) -> tuple[subprocess.Popen[str], str]:
     command = [
         sys.executable,
         "-m",
@@ -78,6 +91,7 @@ def start_simulator(config_dir: Path, nodes: int) -> tuple[subprocess.Popen[str]
         str(config_dir),
         "--provisioning-delay",
         "0.05",
+        *extra,
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     _pin(0, pid=process.pid)
@@ -210,9 +224,9 @@ def requests_for(target: Target) -> dict[str, Request]:
     }
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS:") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -244,10 +258,218 @@ async def _admin(url: str, method: str, path: str, body: Any = None) -> Any:
         return await r.json()
 
 
+# --- capacity: a 5,000-node cloud ------------------------------------------------------------
+
+LB_PATH = "/load-balancer/v2/lbaas"
+# Routes to add (and remove again) per latency sample, as a burst of node joins would.
+ROUTE_BURST = 100
+# Membership change per batch update sample: the batch alternates between two sets that
+# differ by this many members, so every call deletes and creates that many.
+MEMBER_CHURN = 100
+
+
+@dataclass(frozen=True)
+class CloudSize:
+    servers: int
+    lbs: int
+    members: int
+    routes: int
+
+
+@dataclass(frozen=True)
+class Capacity:
+    size: CloudSize
+    # Seeding steps and their wall time (s).
+    seed_s: dict[str, float]
+    rss_mib: float
+    peak_rss_mib: float
+    # Call name -> latency of each sample (ms).
+    latency_ms: dict[str, list[float]]
+
+
+def _members(first: int, count: int, subnet_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"node-{i:04d}",
+            "address": node_internal_ip(i),
+            "protocol_port": 30080,
+            "subnet_id": subnet_id,
+        }
+        for i in range(first, first + count)
+    ]
+
+
+def _big_lb(serial: int, size: CloudSize, subnet_id: str) -> dict[str, Any]:
+    body = lb_body(subnet_id, serial)
+    pool = body["loadbalancer"]["listeners"][0]["default_pool"]
+    pool["members"] = _members(0, size.members, subnet_id)
+    if serial % 2:
+        del pool["healthmonitor"]
+    return body
+
+
+def _routes(first: int, count: int) -> list[dict[str, str]]:
+    """Pod routes of nodes first..first+count-1, as pyccm writes them."""
+    return [
+        {"destination": node_pod_cidr(i), "nexthop": node_internal_ip(i)}
+        for i in range(first, first + count)
+    ]
+
+
+def _burst(sample: int) -> list[dict[str, str]]:
+    """ROUTE_BURST routes the seeded router does not hold (11.x.y.0/24, one set per sample)."""
+    first = sample * ROUTE_BURST
+    return [
+        {
+            "destination": f"11.{i // 256 % 256}.{i % 256}.0/24",
+            "nexthop": node_internal_ip(i % 5000),
+        }
+        for i in range(first, first + ROUTE_BURST)
+    ]
+
+
+class Cloud:
+    """One seeded simulator, driven through its HTTP API by one aiohttp session."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, token: str, ids: Any) -> None:
+        self.session = session
+        self.url = url
+        self.headers = {"X-Auth-Token": token}
+        self.ids = ids
+        self.lb_names: list[str] = []
+        self.pool_ids: list[str] = []
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        async with self.session.request(
+            method, self.url + path, headers=self.headers, json=body
+        ) as answer:
+            return answer.status, await answer.read()
+
+    async def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, raw = await self.call(method, path, body)
+        if status >= 300:
+            raise RuntimeError(f"{method} {path}: HTTP {status}: {raw[:300]!r}")
+        return json.loads(raw) if raw else None
+
+    async def seed(self, size: CloudSize) -> dict[str, float]:
+        subnet = self.ids["private_subnet_id"]
+        started = time.perf_counter()
+        for serial in range(size.lbs):
+            created = await self.ok(
+                "POST", f"{LB_PATH}/loadbalancers", _big_lb(serial, size, subnet)
+            )
+            lb = created["loadbalancer"]
+            self.lb_names.append(lb["name"])
+            self.pool_ids.append(lb["listeners"][0]["default_pool_id"])
+        lbs = time.perf_counter() - started
+        started = time.perf_counter()
+        router = f"/network/v2.0/routers/{self.ids['router_id']}"
+        for first in range(0, size.routes, 1000):
+            batch = _routes(first, min(1000, size.routes - first))
+            await self.ok("PUT", f"{router}/add_extraroutes", {"router": {"routes": batch}})
+        return {"load balancers": lbs, "routes": time.perf_counter() - started}
+
+    def calls(self, size: CloudSize) -> dict[str, Callable[[int], Coroutine[Any, Any, Any]]]:
+        """The measured calls; each takes its sample number."""
+        middle = size.lbs // 2
+        lb_name, pool_id = self.lb_names[middle], self.pool_ids[middle]
+        subnet = self.ids["private_subnet_id"]
+        router = f"/network/v2.0/routers/{self.ids['router_id']}"
+        node = size.servers // 2
+        members = f"{LB_PATH}/pools/{pool_id}/members"
+
+        def get(path: str) -> Callable[[int], Coroutine[Any, Any, Any]]:
+            return lambda _: self.ok("GET", path)
+
+        async def batch(sample: int) -> Any:
+            first = MEMBER_CHURN * (sample % 2)
+            body = {"members": _members(first, size.members, subnet)}
+            return await self.ok("PUT", members, body)
+
+        async def add_routes(sample: int) -> Any:
+            burst = {"router": {"routes": _burst(sample)}}
+            return await self.ok("PUT", f"{router}/add_extraroutes", burst)
+
+        async def remove_routes(sample: int) -> Any:
+            burst = {"router": {"routes": _burst(sample)}}
+            return await self.ok("PUT", f"{router}/remove_extraroutes", burst)
+
+        return {
+            "GET load balancers?name= (Octavia)": get(f"{LB_PATH}/loadbalancers?name={lb_name}"),
+            "GET one pool's members, first page (Octavia)": get(members),
+            f"PUT batch update of a pool's {size.members:,} members, "
+            f"{MEMBER_CHURN} replaced (Octavia)": batch,
+            f"PUT add_extraroutes, {ROUTE_BURST} routes (Neutron)": add_routes,
+            f"PUT remove_extraroutes, {ROUTE_BURST} routes (Neutron)": remove_routes,
+            "GET ports?fixed_ips=ip_address= (Neutron)": get(
+                f"/network/v2.0/ports?fixed_ips=ip_address%3D{node_internal_ip(node)}"
+            ),
+            "GET servers?name=^node$ (Nova)": get(
+                f"/compute/v2.1/servers?name=%5Enode-{node:04d}%24"
+            ),
+            "GET servers/detail, first page (Nova)": get("/compute/v2.1/servers/detail"),
+        }
+
+
+async def measure_capacity(url: str, config_dir: Path, size: CloudSize, reps: int) -> Capacity:
+    """Seed `size` into the simulator at `url`, then time each call `reps` times."""
+    ids = json.loads((config_dir / "openstack-sim.json").read_text())
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        target = await prepare(session, url)
+        await _admin(url, "POST", "/_sim/reset", {"knobs": False})
+        cloud = Cloud(session, url, target.token, ids)
+        seed_s = await cloud.seed(size)
+        latency: dict[str, list[float]] = {}
+        calls = cloud.calls(size)
+        for sample in range(-1, reps):  # sample -1 warms up
+            for name, call in calls.items():
+                started = time.perf_counter()
+                await call(sample + 1)
+                if sample >= 0:
+                    latency.setdefault(name, []).append((time.perf_counter() - started) * 1e3)
+        inventory = (await _admin(url, "GET", "/_sim/counters"))["inventory"]
+    if inventory["member"] != size.lbs * size.members:
+        raise RuntimeError(f"expected {size.lbs * size.members} members, found {inventory}")
+    return Capacity(size, seed_s, 0.0, 0.0, latency)
+
+
+def run_capacity(size: CloudSize, reps: int) -> Capacity:
+    """A fresh simulator of `size`: its start-up, seeding, memory and call latencies."""
+    with tempfile.TemporaryDirectory(prefix="pyccm-bench-cap-") as config_dir:
+        started = time.perf_counter()
+        process, url = start_simulator(
+            Path(config_dir),
+            size.servers,
+            "--provisioning-delay",
+            "0",
+            # A 5,000-member create is ~0.5 MB: an operator of such a cloud raises the limit.
+            "--max-request-body-size",
+            "0",
+        )
+        boot = time.perf_counter() - started
+        try:
+            result = asyncio.run(measure_capacity(url, Path(config_dir), size, reps))
+            rss, peak = rss_mib(process.pid), rss_mib(process.pid, "VmHWM:")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+            if process.stdout is not None:
+                process.stdout.close()
+    seed = {f"start with {size.servers:,} servers and their ports": boot, **result.seed_s}
+    return Capacity(size, seed, rss, peak, result.latency_ms)
+
+
 def write_results(
-    results: list[Measurement], *, args: argparse.Namespace, rss: float, load_balancers: int
+    results: list[Measurement],
+    *,
+    args: argparse.Namespace,
+    rss: float,
+    load_balancers: int,
+    capacity: tuple[Capacity, Capacity] | None,
 ) -> None:
-    RESULTS.mkdir(exist_ok=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     rows = [
         f"| {m.name} | {m.median:,.0f} | {min(m.runs):,.0f} | {max(m.runs):,.0f} |" for m in results
     ]
@@ -276,15 +498,60 @@ def write_results(
             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, "
             f"Python {platform.python_version()}.",
             "",
-            "![requests per second](openstack_sim.png)",
+            f"![requests per second]({out.name}.png)",
             "",
+            *(capacity_section(*capacity, args=args) if capacity else []),
         ]
     )
-    (RESULTS / "openstack_sim.md").write_text(text)
-    plot(results)
+    out.with_suffix(".md").write_text(text)
+    plot(results, out.with_suffix(".png"))
 
 
-def plot(results: list[Measurement]) -> None:
+def capacity_section(small: Capacity, large: Capacity, *, args: argparse.Namespace) -> list[str]:
+    size = large.size
+    flags = " --quick" if args.quick else ""
+    seed_rows = [f"| {step} | {seconds:,.1f} |" for step, seconds in large.seed_s.items()]
+    call_rows = []
+    for name, samples in large.latency_ms.items():
+        before = statistics.median(small.latency_ms[name])
+        after = statistics.median(samples)
+        call_rows.append(f"| {name} | {before:,.2f} | {after:,.2f} | {after / before:.2f} |")
+    verdict = "met" if large.rss_mib <= TARGET_RSS_MIB else "missed"
+    return [
+        f"## Capacity: a {size.servers:,}-node cloud in one simulator",
+        "",
+        f"`python -m bench.openstack_sim{flags} --reps {args.reps}` (this section)",
+        "",
+        f"Seeded through the API: {size.servers:,} servers with their ports; {size.lbs:,} load "
+        f"balancers, each a listener, a pool of {size.members:,} members (every other one with "
+        f"a monitor), so {size.lbs * size.members:,} members; a router holding "
+        f"{size.routes:,} routes. Octavia provisions at once (`--provisioning-delay 0`) and "
+        "the body limit is off (`--max-request-body-size 0`), as an operator of such a cloud "
+        "would raise it.",
+        "",
+        "| seeding step | seconds |",
+        "|---|---:|",
+        *seed_rows,
+        "",
+        f"Simulator RSS after seeding and the calls below: **{large.rss_mib:,.0f} MiB** "
+        f"(peak {large.peak_rss_mib:,.0f} MiB); target ≤ {TARGET_RSS_MIB} MiB: {verdict}.",
+        "",
+        f"Latency of single calls (median of {args.reps}, sequential, client-side wall time "
+        "including the whole answer) on a small cloud "
+        f"({small.size.servers:,} servers, {small.size.lbs} load balancer of "
+        f"{small.size.members:,} members, a router without routes) and on the cloud above. "
+        "Each call's own work is the same on both (the same pool size, a full page of "
+        "servers); a ratio near 1 means its cost does not grow with unrelated objects. The "
+        "route calls answer the whole router, whose routes are the only part that grows.",
+        "",
+        f"| call | small cloud (ms) | {size.servers:,}-node cloud (ms) | ratio |",
+        "|---|---:|---:|---:|",
+        *call_rows,
+        "",
+    ]
+
+
+def plot(results: list[Measurement], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -302,7 +569,7 @@ def plot(results: list[Measurement]) -> None:
     axis.invert_yaxis()
     axis.legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(RESULTS / "openstack_sim.png", dpi=120)
+    figure.savefig(path, dpi=120)
 
 
 def main() -> int:
@@ -313,8 +580,20 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--reps", type=int, default=7, help="samples per capacity call")
+    parser.add_argument("--no-capacity", action="store_true", help="skip the capacity section")
+    parser.add_argument("--quick", action="store_true", help="everything smaller, to a temp dir")
+    parser.add_argument("--out", default="", help="output path without suffix")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    large, small = CloudSize(5000, 200, 5000, 5000), CloudSize(1000, 1, 5000, 0)
+    if args.quick:
+        args.runs, args.seconds, args.reps = 1, 1.0, 3
+        large, small = CloudSize(1000, 20, 1000, 1000), CloudSize(200, 1, 1000, 0)
+        args.out = args.out or str(
+            Path(tempfile.mkdtemp(prefix="openstack-sim-")) / "openstack_sim"
+        )
+    args.out = args.out or str(RESULTS / "openstack_sim")
     _pin(1)
     with tempfile.TemporaryDirectory(prefix="pyccm-bench-os-") as config_dir:
         process, url = start_simulator(Path(config_dir), args.nodes)
@@ -331,8 +610,14 @@ def main() -> int:
     for measurement in results:
         runs = ", ".join(f"{r:,.0f}" for r in measurement.runs)
         print(f"{measurement.name}: median {measurement.median:,.0f}/s (runs: {runs})")
+    capacity = None
+    if not args.no_capacity:
+        capacity = (run_capacity(small, args.reps), run_capacity(large, args.reps))
+        for line in capacity_section(*capacity, args=args):
+            print(line)
     if not args.no_write:
-        write_results(results, args=args, rss=rss, load_balancers=load_balancers)
+        write_results(results, args=args, rss=rss, load_balancers=load_balancers, capacity=capacity)
+        print(f"written: {args.out}.md and .png")
     return 0
 
 

@@ -19,10 +19,11 @@ from typing import Any
 from sim.openstack import keystone, neutron, nova, octavia
 from sim.openstack.calllog import CallLog
 from sim.openstack.errors import not_found
+from sim.openstack.members import MemberTable
 from sim.openstack.routing import Route
 from sim.openstack.seed import SeededCloud, SeedSpec, seed_cloud
 from sim.openstack.settings import Knobs, SimSettings
-from sim.openstack.store import Counters, Ids, Record
+from sim.openstack.store import Counters, Ids, Record, Table
 
 
 class Cloud:
@@ -89,7 +90,7 @@ class Cloud:
 
     def inventory(self) -> dict[str, int]:
         """How many of each resource exist right now."""
-        tables = [
+        tables: list[Table | MemberTable] = [
             self.nova.servers,
             self.nova.flavors,
             self.neutron.networks,
@@ -142,6 +143,8 @@ class Cloud:
 
     def snapshot(self, kind: str) -> list[Record]:
         """Copies of every row of one kind (e.g. "loadbalancer"), for assertions."""
+        if kind == self.octavia.members.kind:
+            return [self.octavia.render_member(member) for member in self.octavia.members]
         tables = {
             table.kind: table
             for table in (
@@ -156,7 +159,6 @@ class Cloud:
                 self.octavia.loadbalancers,
                 self.octavia.listeners,
                 self.octavia.pools,
-                self.octavia.members,
                 self.octavia.healthmonitors,
             )
         }

@@ -15,6 +15,9 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+from multidict import MultiMapping
+
 from sim.openstack.errors import ApiError, bad_request, conflict, not_found
 from sim.openstack.pagination import neutron_page
 from sim.openstack.routing import (
@@ -30,6 +33,7 @@ from sim.openstack.routing import (
 )
 from sim.openstack.settings import Knobs
 from sim.openstack.store import (
+    NULL_SPELLINGS,
     AddressPool,
     Counters,
     Ids,
@@ -154,6 +158,49 @@ MISSING_BY_KIND = {
 }
 
 
+class RouteSet:
+    """A router's extra routes in order, each also as its JSON, by (destination, nexthop)."""
+
+    _encode = msgspec.json.Encoder().encode
+
+    def __init__(self) -> None:
+        self._routes: dict[tuple[str, str], dict[str, str]] = {}
+        self._json: dict[tuple[str, str], bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def new(self, routes: list[dict[str, str]]) -> list[dict[str, str]]:
+        """Those of `routes` the router does not hold yet."""
+        return [r for r in routes if (r["destination"], r["nexthop"]) not in self._routes]
+
+    def held(self, routes: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [r for r in routes if (r["destination"], r["nexthop"]) in self._routes]
+
+    def add(self, routes: list[dict[str, str]]) -> None:
+        for route in routes:
+            key = (route["destination"], route["nexthop"])
+            self._routes[key] = route
+            self._json[key] = self._encode(route)
+
+    def remove(self, routes: list[dict[str, str]]) -> None:
+        for route in routes:
+            key = (route["destination"], route["nexthop"])
+            self._routes.pop(key, None)
+            self._json.pop(key, None)
+
+    def replace(self, routes: list[dict[str, str]]) -> None:
+        self._routes.clear()
+        self._json.clear()
+        self.add(routes)
+
+    def listed(self) -> list[dict[str, str]]:
+        return list(self._routes.values())
+
+    def json(self) -> bytes:
+        return b"[" + b",".join(self._json.values()) + b"]"
+
+
 class Neutron:
     """The networking model; also the building blocks the seeder, Nova and Octavia use."""
 
@@ -161,17 +208,28 @@ class Neutron:
         self._ids = ids
         self._knobs = knobs
         self.project_id = project_id
-        self.networks = Table("network", counters)
-        self.subnets = Table("subnet", counters)
-        self.ports = Table("port", counters)
-        self.floatingips = Table("floatingip", counters)
-        self.routers = Table("router", counters)
-        self.security_groups = Table("security_group", counters)
-        self.security_group_rules = Table("security_group_rule", counters)
+        # Indexed filters: a list by one of these costs the matching rows, not the table
+        # (a 5,000-node cloud has a port per node, and pyccm asks for them one by one).
+        self.networks = Table("network", counters, indexed={"name": "name"})
+        self.subnets = Table("subnet", counters, indexed={"network_id": "network_id"})
+        self.ports = Table("port", counters, indexed={"network_id": "network_id", "name": "name"})
+        self.floatingips = Table(
+            "floatingip", counters, indexed={"floating_ip_address": "floating_ip_address"}
+        )
+        self.routers = Table("router", counters, indexed={"name": "name"})
+        self.security_groups = Table("security_group", counters, indexed={"name": "name"})
+        self.security_group_rules = Table(
+            "security_group_rule", counters, indexed={"security_group_id": "security_group_id"}
+        )
         self._pools: dict[str, AddressPool] = {}
-        # Indexes for the hot paths (server addresses, ports?device_id=).
+        # Indexes kept by hand: device_id changes through update_port, fixed IPs never
+        # change, a floating IP's port changes only in _associate.
         self._ports_by_device: dict[str, list[str]] = {}
+        self._ports_by_ip: dict[str, dict[str, None]] = {}
         self._fips_by_port: dict[str, list[str]] = {}
+        # Per router: its routes by (destination, nexthop), with their JSON, so adding or
+        # removing routes costs the routes of the call, whatever the router holds.
+        self._route_sets: dict[str, RouteSet] = {}
         self.default_sg_id = self.create_security_group("default", "Default security group")["id"]
 
     # -- building blocks ------------------------------------------------------------------
@@ -279,6 +337,8 @@ class Neutron:
         }
         self.ports.insert(row)
         self._index_device(row["id"], device_id)
+        for entry in ips:
+            self._ports_by_ip.setdefault(entry["ip_address"], {})[row["id"]] = None
         return row
 
     def _allocate_fixed_ips(
@@ -379,6 +439,28 @@ class Neutron:
     def ports_of_device(self, device_id: str) -> list[Record]:
         return [self.ports.rows[port_id] for port_id in self._ports_by_device.get(device_id, [])]
 
+    def ports_with_ip(self, address: str) -> list[Record]:
+        return [self.ports.rows[port_id] for port_id in self._ports_by_ip.get(address, {})]
+
+    def port_candidates(self, query: MultiMapping[str]) -> list[Record]:
+        """The ports a list query can match, from the most selective index it names."""
+        device_ids = query.getall("device_id", [])
+        if len(device_ids) == 1:
+            return self.ports_of_device(device_ids[0])
+        for constraint in query.getall("fixed_ips", []):
+            name, _, value = constraint.partition("=")
+            if name == "ip_address":
+                return self.ports_with_ip(value)
+        candidates = self.ports.candidates(query)
+        return list(self.ports) if candidates is None else candidates
+
+    def fip_candidates(self, query: MultiMapping[str]) -> list[Record]:
+        port_ids = query.getall("port_id", [])
+        if len(port_ids) == 1 and port_ids[0] not in NULL_SPELLINGS:
+            return self.fips_of_port(port_ids[0])
+        candidates = self.floatingips.candidates(query)
+        return list(self.floatingips) if candidates is None else candidates
+
     def fips_of_port(self, port_id: str) -> list[Record]:
         return [self.floatingips.rows[fip_id] for fip_id in self._fips_by_port.get(port_id, [])]
 
@@ -388,6 +470,11 @@ class Neutron:
             self._associate(fip, None, None)
         self._release(port["fixed_ips"])
         self._unindex_device(port_id, port["device_id"])
+        for entry in port["fixed_ips"]:
+            holders = self._ports_by_ip.get(entry["ip_address"], {})
+            holders.pop(port_id, None)
+            if not holders:
+                self._ports_by_ip.pop(entry["ip_address"], None)
         self.ports.delete(port_id)
 
     def delete_device_ports(self, device_id: str) -> None:
@@ -450,6 +537,7 @@ class Neutron:
         for port in ports:
             self.delete_port(port["id"])
         self.routers.delete(router_id)
+        self._route_sets.pop(router_id, None)
 
     def add_router_interface(self, router_id: str, subnet_id: str) -> Record:
         subnet = self.subnets.require(subnet_id, SUBNET_MISSING)
@@ -491,7 +579,7 @@ class Neutron:
         return self.security_group_rules.insert(rule)
 
     def render_security_group(self, group: Record) -> Record:
-        rules = [r for r in self.security_group_rules if r["security_group_id"] == group["id"]]
+        rules = self.security_group_rules.with_value("security_group_id", group["id"])
         return group | {"security_group_rules": rules}
 
     def create_floating_ip(self, fields: Record) -> Record:
@@ -600,10 +688,11 @@ class Neutron:
         return networks
 
     def validate_routes(self, router_id: str, routes: Any) -> list[dict[str, str]]:
+        """The routes of a request, checked (nexthop on a router subnet) and deduplicated."""
         if not isinstance(routes, list):
             raise bad_request(f"Invalid input for routes. Reason: '{routes}' is not a list.")
         subnets = self.router_subnets(router_id)
-        result: list[dict[str, str]] = []
+        result: dict[tuple[str, str], dict[str, str]] = {}
         for route in routes:
             destination, nexthop = _parse_route(route)
             if not any(nexthop in subnet for subnet in subnets):
@@ -611,17 +700,28 @@ class Neutron:
                     f"Invalid format for routes: {route}, the nexthop is not connected with router",
                     kind="InvalidRoutes",
                 )
-            entry = {"destination": destination, "nexthop": str(nexthop)}
-            if entry not in result:
-                result.append(entry)
-        limit = self._knobs.max_routes
-        if limit is not None and len(result) > limit:
-            raise bad_request(
-                f"Unable to complete operation for {router_id}. The number of routes "
-                f"exceeds the maximum {limit}.",
-                kind="RoutesExhausted",
+            result.setdefault(
+                (destination, str(nexthop)), {"destination": destination, "nexthop": str(nexthop)}
             )
-        return result
+        return list(result.values())
+
+    def check_route_count(self, count: int) -> None:
+        """The per-router limit on the routes a router would hold after a write.
+
+        Neutron 29 enforces it as the `router_route` quota (`[QUOTAS] quota_router_route`,
+        30 by default; it replaced `max_routes`): `QUOTAS.limit_check(router_route=N)`
+        raises neutron-lib's OverQuota, a 409.
+        """
+        limit = self._knobs.max_routes
+        if limit is not None and count > limit:
+            raise conflict("Quota exceeded for resources: ['router_route'].", kind="OverQuota")
+
+    def route_set(self, router_id: str) -> RouteSet:
+        return self._route_sets.setdefault(router_id, RouteSet())
+
+    def render_router(self, router: Record) -> Record:
+        """The router with its routes as cached JSON (thousands of them, on every write)."""
+        return router | {"routes": msgspec.Raw(self.route_set(router["id"]).json())}
 
     def subnet_of(self, subnet_id: str) -> Record:
         return self.subnets.require(subnet_id, SUBNET_MISSING)
@@ -707,6 +807,8 @@ class NeutronApi:
         rows: list[Record] | None = None,
         handled: frozenset[str] = frozenset(),
     ) -> Reply:
+        if rows is None:
+            rows = table.candidates(req.query)
         chosen = select(table if rows is None else rows, req.query, handled=handled)
         missing = MISSING_BY_KIND[table.kind]
         page = neutron_page(
@@ -840,9 +942,7 @@ class NeutronApi:
 
     # -- ports
     def ports(self, req: Req) -> Reply:
-        device_ids = req.query.getall("device_id", [])
-        # The CCM's hottest Neutron call is ports?device_id=<server>: use the index.
-        rows = self.n.ports_of_device(device_ids[0]) if len(device_ids) == 1 else list(self.n.ports)
+        rows = self.n.port_candidates(req.query)
         rows = [p for p in rows if _fixed_ips_match(p, req.query.getall("fixed_ips", []))]
         wanted_sgs = set(query_values(req.query, "security_groups"))
         if wanted_sgs:
@@ -917,7 +1017,9 @@ class NeutronApi:
 
     # -- floating IPs
     def floatingips(self, req: Req) -> Reply:
-        return self.listing(req, self.n.floatingips, "floatingips")
+        return self.listing(
+            req, self.n.floatingips, "floatingips", self.n.fip_candidates(req.query)
+        )
 
     def floatingip(self, req: Req) -> Reply:
         return ok({"floatingip": _public(self.n.floatingips.require(req.match["id"], FIP_MISSING))})
@@ -949,7 +1051,8 @@ class NeutronApi:
         return self.listing(req, self.n.routers, "routers")
 
     def router(self, req: Req) -> Reply:
-        return ok({"router": self.n.routers.require(req.match["id"], ROUTER_MISSING)})
+        router = self.n.routers.require(req.match["id"], ROUTER_MISSING)
+        return ok({"router": self.n.render_router(router)})
 
     def create_router(self, req: Req) -> Reply:
         body = json_object(req, "router")
@@ -971,7 +1074,7 @@ class NeutronApi:
             router["description"] = str(body["description"])
         if body.get("tags"):
             router["tags"] = string_list(body, "tags")
-        return created({"router": router})
+        return created({"router": self.n.render_router(router)})
 
     def delete_router(self, req: Req) -> Reply:
         self.n.delete_router(req.match["id"])
@@ -986,8 +1089,11 @@ class NeutronApi:
             raise bad_request("Changing the router gateway is not supported by the simulator.")
         changes = dict(body)
         if "routes" in body:
-            changes["routes"] = self.n.validate_routes(row["id"], body["routes"])
-        return ok({"router": _bump(self.n.routers, row, changes)})
+            routes = self.n.validate_routes(row["id"], body["routes"])
+            self.n.check_route_count(len(routes))
+            self.n.route_set(row["id"]).replace(routes)
+            changes["routes"] = routes
+        return ok({"router": self.n.render_router(_bump(self.n.routers, row, changes))})
 
     def extraroutes(self, req: Req, *, add: bool) -> Reply:
         if not self.n.extension_enabled("extraroute-atomic"):
@@ -995,14 +1101,19 @@ class NeutronApi:
         row = self.n.routers.require(req.match["id"], ROUTER_MISSING)
         body = json_object(req, "router")
         reject_unknown(body, frozenset({"routes"}), message=UNKNOWN_ATTRIBUTES)
+        # Neutron merges the call's routes into the router's and writes the whole set
+        # (`_add_extra_routes`, then `update_router`); only the call's routes are new here,
+        # the others were checked when they were added.
         given = self.n.validate_routes(row["id"], body.get("routes", []))
-        current: list[dict[str, str]] = list(row["routes"])
+        held = self.n.route_set(row["id"])
         if add:
-            routes = current + [r for r in given if r not in current]
-            self.n.validate_routes(row["id"], routes)
+            fresh = held.new(given)
+            self.n.check_route_count(len(held) + len(fresh))
+            held.add(fresh)
         else:
-            routes = [r for r in current if r not in given]
-        return ok({"router": _bump(self.n.routers, row, {"routes": routes})})
+            held.remove(held.held(given))
+        _bump(self.n.routers, row, {"routes": held.listed()})
+        return ok({"router": self.n.render_router(row)})
 
     # -- security groups
     def security_groups(self, req: Req) -> Reply:
@@ -1040,7 +1151,7 @@ class NeutronApi:
         self.n.security_groups.require(sg_id, SG_MISSING)
         if any(sg_id in p["security_groups"] for p in self.n.ports):
             raise conflict(f"Security Group {sg_id} in use.", kind="SecurityGroupInUse")
-        for rule in [r for r in self.n.security_group_rules if r["security_group_id"] == sg_id]:
+        for rule in self.n.security_group_rules.with_value("security_group_id", sg_id):
             self.n.security_group_rules.delete(rule["id"])
         self.n.security_groups.delete(sg_id)
         return NO_CONTENT
@@ -1062,7 +1173,9 @@ class NeutronApi:
         _check_fields(body, RULE_FIELDS, self.n)
         fields = _rule_fields(body)
         self.n.security_groups.require(fields["security_group_id"], SG_MISSING)
-        for rule in self.n.security_group_rules:
+        for rule in self.n.security_group_rules.with_value(
+            "security_group_id", fields["security_group_id"]
+        ):
             if _rule_key(rule) == _rule_key(fields):
                 raise conflict(
                     f"Security group rule already exists. Rule id is {rule['id']}.",

@@ -34,6 +34,7 @@ VM_STATES = {
     "SHELVED_OFFLOADED": "shelved_offloaded",
     "BUILD": "building",
 }
+REGEX_SPECIALS = frozenset("\\.+*?()|[]{}^$")
 # Filters Nova applies itself; everything else in the query is tolerated and ignored.
 SERVER_FILTERS = ("name", "status", "availability_zone", "flavor", "uuid")
 
@@ -62,13 +63,19 @@ class Nova:
         self._neutron = neutron
         self._project_id = project_id
         self._user_id = user_id
-        self.servers = Table("server", counters)
+        # pyccm finds a node's server by `name=^<node>$`: that regex uses the name index.
+        self.servers = Table("server", counters, indexed={"name": "name"})
         self.flavors = Table("flavor", counters)
         self.image_id = ids.uuid()
+        # Servers in Nova's list order (oldest first; the page reverses it), rebuilt
+        # after a create or delete, so a page costs the page, not a sort of every server.
+        self._ordered: list[Record] | None = None
+        self._flavor_refs: dict[tuple[str, bool, str], Record] = {}
 
     def create_flavor(
         self, flavor_id: str, name: str, *, vcpus: int, ram: int, disk: int
     ) -> Record:
+        self._flavor_refs.clear()
         return self.flavors.insert(
             {
                 "id": flavor_id,
@@ -116,19 +123,27 @@ class Nova:
         self._neutron.create_port(
             network_id, device_id=server["id"], device_owner=f"compute:{zone}", fixed_ips=fixed
         )
+        self._ordered = None
         return self.servers.insert(server)
 
     def delete_server(self, server_id: str) -> None:
         self.servers.require(server_id, _server_missing)
         self._neutron.delete_device_ports(server_id)
+        self._ordered = None
         self.servers.delete(server_id)
+
+    def ordered(self) -> list[Record]:
+        """Every server by `created, id` (Nova's order, reversed)."""
+        if self._ordered is None:
+            self._ordered = sorted(self.servers.rows.values(), key=_by_creation)
+        return self._ordered
 
     def set_status(self, server_id: str, status: str) -> Record:
         server = self.servers.require(server_id, _server_missing)
         return self.servers.touch(server, {"status": status, "updated": now_iso()})
 
     def find_by_name(self, name: str) -> Record | None:
-        return next((s for s in self.servers if s["name"] == name), None)
+        return next(iter(self.servers.with_value("name", name)), None)
 
     def addresses(self, server_id: str) -> dict[str, list[dict[str, Any]]]:
         """Fixed and floating addresses per network name, from the server's ports."""
@@ -197,6 +212,16 @@ class Nova:
         return body
 
     def _flavor_ref(self, flavor_id: str, *, minor: int, base_url: str) -> Record:
+        # One rendering per flavor, version and host, shared by every server of a list.
+        key = (flavor_id, minor >= EMBEDDED_FLAVOR_MINOR, base_url)
+        ref = self._flavor_refs.get(key)
+        if ref is None:
+            ref = self._flavor_refs[key] = self._render_flavor_ref(
+                flavor_id, minor=minor, base_url=base_url
+            )
+        return ref
+
+    def _render_flavor_ref(self, flavor_id: str, *, minor: int, base_url: str) -> Record:
         flavor = self.flavors.get(flavor_id)
         if minor < EMBEDDED_FLAVOR_MINOR or flavor is None:
             return {
@@ -212,6 +237,26 @@ class Nova:
             "original_name": flavor["name"],
             "extra_specs": {},
         }
+
+
+def exact_name(pattern: str) -> str | None:
+    """The one name an anchored literal regex (`^node\\.1$`, Go's QuoteMeta) matches, else
+    None; such a filter can use the name index."""
+    if len(pattern) < 2 or pattern[0] != "^" or pattern[-1] != "$" or pattern.endswith("\\$"):
+        return None
+    literal = []
+    chars = iter(pattern[1:-1])
+    for char in chars:
+        if char == "\\":
+            escaped = next(chars, "")
+            if escaped.isalnum() or not escaped:
+                return None
+            literal.append(escaped)
+        elif char in REGEX_SPECIALS:
+            return None
+        else:
+            literal.append(char)
+    return "".join(literal)
 
 
 def _by_creation(row: Record) -> tuple[str, str]:
@@ -302,13 +347,20 @@ class NovaApi:
         return ok({"version": _version_doc(req.base_url, self.knobs)})
 
     def _matching(self, req: Req) -> list[Record]:
-        servers = list(self.nova.servers)
+        """The servers the query's filters allow, in Nova's order (oldest first here)."""
+        servers = self.nova.ordered()
         name = req.query.get("name")
         if name:
             try:
                 pattern = re.compile(name)
             except re.error:
                 raise bad_request(f"Invalid regular expression for name: {name!r}") from None
+            literal = exact_name(name)
+            if literal is not None:
+                # `$` also matches before a final newline.
+                named = [*self.nova.servers.with_value("name", literal)]
+                named += self.nova.servers.with_value("name", literal + "\n")
+                servers = sorted(named, key=_by_creation)
             servers = [s for s in servers if pattern.search(s["name"])]
         filters = {
             "status": "status",
@@ -328,6 +380,7 @@ class NovaApi:
         return nova_page(
             rows,
             req.query,
+            presorted=servers,
             # Nova lists servers newest first (created_at desc, id desc), flavors by id.
             key=_by_creation if servers else _by_id,
             newest_first=servers,

@@ -25,11 +25,13 @@ from typing import Any
 from multidict import MultiMapping
 
 from sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from sim.openstack.members import BATCH_FIELDS, Member, MemberTable, PoolMembers, shared
 from sim.openstack.neutron import Neutron
 from sim.openstack.pagination import octavia_page
 from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
 from sim.openstack.settings import Knobs, version_minor
 from sim.openstack.store import (
+    PAGING_PARAMS,
     Counters,
     Ids,
     Record,
@@ -143,6 +145,17 @@ MEMBER_UPDATE = frozenset(
     {"name", "admin_state_up", "tags", "weight", "backup", "monitor_address", "monitor_port"}
 )
 MEMBER_CREATE = MEMBER_UPDATE | {"address", "protocol_port", "subnet_id", "project_id", "tenant_id"}
+MEMBER_FIELDS = (
+    "name",
+    "address",
+    "protocol_port",
+    "subnet_id",
+    "weight",
+    "backup",
+    "monitor_address",
+    "monitor_port",
+    "admin_state_up",
+)
 HM_UPDATE = frozenset(
     {
         "name",
@@ -188,6 +201,8 @@ RELATION_FILTERS: dict[str, dict[str, str]] = {
 }
 
 Schedule = Callable[[float, Callable[[], None]], None]
+# Distinct member bodies member_fields remembers: a 5,000-node cluster's, many times over.
+MEMBER_CACHE_SIZE = 65_536
 
 
 def _missing(label: str) -> Callable[[str], ApiError]:
@@ -214,6 +229,13 @@ def pending_state(lb: Record) -> ApiError:
     )
 
 
+def member_in_use(address: str, port: int) -> ApiError:
+    """DuplicateMemberEntry: another member of the pool has this address and port."""
+    return conflict(
+        f"Another member on this pool is already using ip {address} on protocol_port {port}"
+    )
+
+
 def unexpected(message: str) -> ApiError:
     """What Octavia's WSME fault handler answers for an exception it did not expect."""
     return ApiError(500, message)
@@ -226,6 +248,9 @@ class Operation:
     lb_id: str
     activate: list[tuple[Table, str]] = field(default_factory=list)
     remove: list[tuple[Table, str]] = field(default_factory=list)
+    # Members are not in a Table (see members.py): the objects themselves.
+    activate_members: list[Member] = field(default_factory=list)
+    remove_members: list[Member] = field(default_factory=list)
     lb_removed: bool = False
     error: bool = False
 
@@ -246,13 +271,25 @@ class Octavia:
         self._neutron = neutron
         self._project_id = project_id
         self._schedule = schedule
-        self.loadbalancers = Table("loadbalancer", counters)
-        self.listeners = Table("listener", counters)
-        self.pools = Table("pool", counters)
-        self.members = Table("member", counters)
-        self.healthmonitors = Table("healthmonitor", counters)
+        # The filters clients list by get an index (pyccm finds its load balancers by
+        # name, their listeners and pools by load balancer), so no list costs more
+        # with the number of unrelated load balancers.
+        by_name = {"name": "name"}
+        self.loadbalancers = Table(
+            "loadbalancer", counters, indexed=by_name | {"vip_port_id": "vip_port_id"}
+        )
+        self.listeners = Table(
+            "listener", counters, indexed=by_name | {"loadbalancer_id": "_lb_id"}
+        )
+        self.pools = Table("pool", counters, indexed=by_name | {"loadbalancer_id": "_lb_id"})
+        self.members = MemberTable(counters)
+        self.healthmonitors = Table(
+            "healthmonitor", counters, indexed=by_name | {"pool_id": "_pool_id"}
+        )
         # Load balancers an operator pinned in PENDING_UPDATE (fault drill).
         self.stuck: set[str] = set()
+        # Member bodies already checked (member_fields): (version, body items) -> fields.
+        self._checked_members: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     @property
     def minor(self) -> int:
@@ -310,11 +347,15 @@ class Octavia:
     def finish(self, op: Operation) -> None:
         for table, row_id in op.remove:
             self._drop(table, row_id)
+        for member in op.remove_members:
+            self.members.delete(member)
         status = "ERROR" if op.error else "ACTIVE"
         for table, row_id in op.activate:
             row = table.get(row_id)
             if row is not None:
                 row["provisioning_status"] = status
+        for member in op.activate_members:
+            member.provisioning_status = status
         lb = self.loadbalancers.get(op.lb_id)
         if lb is None:
             return
@@ -341,16 +382,15 @@ class Octavia:
         if row is None:
             return
         if table is self.pools:
-            for member_id in list(row["_members"]):
-                self._drop(self.members, member_id)
+            self.members.drop_pool(row_id)
             if row["healthmonitor_id"]:
                 self._drop(self.healthmonitors, row["healthmonitor_id"])
-            for listener in self.listeners:
+            lb = self.loadbalancers.rows[row["_lb_id"]]
+            for listener_id in lb["_listeners"]:
+                listener = self.listeners.rows[listener_id]
                 if listener["default_pool_id"] == row_id:
                     listener["default_pool_id"] = None
-            self.loadbalancers.rows[row["_lb_id"]]["_pools"].remove(row_id)
-        elif table is self.members:
-            self.pools.rows[row["_pool_id"]]["_members"].remove(row_id)
+            lb["_pools"].remove(row_id)
         elif table is self.healthmonitors:
             self.pools.rows[row["_pool_id"]]["healthmonitor_id"] = None
         elif table is self.listeners:
@@ -400,9 +440,7 @@ class Octavia:
 
     def _base(self, obj: dict[str, Any]) -> Record:
         stamp = now_iso()
-        tags = obj.get("tags") or []
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise bad_request("Invalid input for field/attribute tags. Expected a list of strings.")
+        tags = _tags(obj)
         return {
             "id": self._ids.uuid(),
             "name": _str(obj, "name"),
@@ -557,11 +595,32 @@ class Octavia:
             "ca_tls_container_ref": None,
             "crl_container_ref": None,
             "_lb_id": lb["id"],
-            "_members": [],
+            "_members": PoolMembers(),
             "_listener_id": listener["id"] if listener else None,
         }
 
-    def new_member(self, obj: dict[str, Any], pool: Record, siblings: list[Record]) -> Record:
+    def member_fields(self, obj: Any) -> dict[str, Any]:
+        """A member body checked as Octavia's WSME type checks it: the fields of a `Member`
+        a client sets, as shared values (see members.py). Read-only: results are cached.
+
+        A CCM sends the same member bodies over and over (every batch update carries every
+        node), so a body already checked at this API version is not parsed again; only the
+        subnet, which can disappear, is looked up every time.
+        """
+        key = _member_cache_key(obj, self._knobs.octavia_version)
+        fields = self._checked_members.get(key) if key is not None else None
+        if fields is None:
+            fields = self._check_member(obj)
+            if key is not None:
+                if len(self._checked_members) >= MEMBER_CACHE_SIZE:
+                    self._checked_members.clear()
+                self._checked_members[key] = fields
+        subnet_id = fields["subnet_id"]
+        if subnet_id is not None and self._neutron.subnets.get(str(subnet_id)) is None:
+            raise bad_request(f"Validation failure: Subnet {subnet_id} not found.")
+        return fields
+
+    def _check_member(self, obj: Any) -> dict[str, Any]:
         self.check_fields(obj, MEMBER_CREATE, "member")
         address = obj.get("address")
         try:
@@ -572,29 +631,52 @@ class Octavia:
                 "Value should be IPv4 or IPv6 format"
             ) from None
         port = _int(obj, "protocol_port", low=1, high=65535, required=True)
-        for other in siblings:
-            if other["address"] == address and other["protocol_port"] == port:
-                raise conflict(
-                    f"Another member on this pool is already using ip {address} on "
-                    f"protocol_port {port}"
-                )
         subnet_id = obj.get("subnet_id")
-        if subnet_id is not None and self._neutron.subnets.get(str(subnet_id)) is None:
-            raise bad_request(f"Validation failure: Subnet {subnet_id} not found.")
-        member = self._base(obj) | {
-            "address": address,
-            "protocol_port": port,
-            "subnet_id": subnet_id,
+        return {
+            "name": shared(_str(obj, "name")),
+            "address": shared(address),
+            "protocol_port": shared(port),
+            "subnet_id": shared(subnet_id),
             "weight": _int(obj, "weight", low=0, high=256, default=1),
             "backup": bool(obj.get("backup", False)),
-            "monitor_address": obj.get("monitor_address"),
-            "monitor_port": _int(obj, "monitor_port", low=1, high=65535, default=None),
-            "vnic_type": "normal",
-            "_pool_id": pool["id"],
-            "_lb_id": pool["_lb_id"],
+            "monitor_address": shared(obj.get("monitor_address")),
+            "monitor_port": shared(_int(obj, "monitor_port", low=1, high=65535, default=None)),
+            "admin_state_up": obj.get("admin_state_up", True) is not False,
+            "tags": tuple(shared(tag) for tag in _tags(obj)),
         }
-        del member["description"]
-        return member
+
+    def new_member(self, fields: dict[str, Any], pool: Record, stamp: str) -> Member:
+        """A PENDING_CREATE member of `pool` from `member_fields`, created at `stamp`."""
+        return Member(
+            id=self._ids.uuid(),
+            **fields,
+            provisioning_status="PENDING_CREATE",
+            created_at=shared(stamp),
+            updated_at=None,
+            pool_id=pool["id"],
+            lb_id=pool["_lb_id"],
+        )
+
+    def distinct_members(self, objs: Any) -> list[dict[str, Any]]:
+        """`member_fields` of each body, 409 when two share an address and port."""
+        if not isinstance(objs, list):
+            raise bad_request("Invalid input for field/attribute members. Expected a list.")
+        seen: set[tuple[str, int]] = set()
+        result = []
+        for obj in objs:
+            fields = self.member_fields(obj)
+            key = (fields["address"], fields["protocol_port"])
+            if key in seen:
+                raise member_in_use(*key)
+            seen.add(key)
+            result.append(fields)
+        return result
+
+    def member_body(self, member: Member) -> dict[str, Any]:
+        """The fields of `member` a client could send at the current API version."""
+        body = {name: getattr(member, name) for name in MEMBER_FIELDS}
+        body["tags"] = list(member.tags)
+        return self.known(body, MEMBER_CREATE)
 
     def new_monitor(self, obj: dict[str, Any], pool: Record) -> Record:
         self.check_fields(obj, HM_CREATE, "healthmonitor")
@@ -642,16 +724,16 @@ class Octavia:
 
     def insert_pool(self, pool: Record, lb: Record, op: Operation) -> None:
         self.pools.insert(pool)
+        self.members.attach(pool["id"], pool["_members"])
         lb["_pools"].append(pool["id"])
         if pool["_listener_id"]:
             listener = self.listeners.rows[pool["_listener_id"]]
             listener["default_pool_id"] = pool["id"]
         op.activate.append((self.pools, pool["id"]))
 
-    def insert_member(self, member: Record, pool: Record, op: Operation) -> None:
+    def insert_member(self, member: Member, op: Operation) -> None:
         self.members.insert(member)
-        pool["_members"].append(member["id"])
-        op.activate.append((self.members, member["id"]))
+        op.activate_members.append(member)
 
     def insert_monitor(self, monitor: Record, pool: Record, op: Operation) -> None:
         self.healthmonitors.insert(monitor)
@@ -674,7 +756,7 @@ class Octavia:
             if pool is not None:
                 self.insert_pool(pool, lb, op)
                 for member in members:
-                    self.insert_member(member, pool, op)
+                    self.insert_member(member, op)
                 if monitor is not None:
                     self.insert_monitor(monitor, pool, op)
         if self._knobs.force_error_next_lbs > 0:
@@ -685,12 +767,12 @@ class Octavia:
 
     def _plan_children(
         self, body: dict[str, Any], lb: Record
-    ) -> list[tuple[Record | None, Record | None, list[Record], Record | None]]:
+    ) -> list[tuple[Record | None, Record | None, list[Member], Record | None]]:
         listeners = body.get("listeners") or []
         pools = body.get("pools") or []
         if not isinstance(listeners, list) or not isinstance(pools, list):
             raise bad_request("Invalid input for field/attribute listeners. Expected a list.")
-        plan: list[tuple[Record | None, Record | None, list[Record], Record | None]] = []
+        plan: list[tuple[Record | None, Record | None, list[Member], Record | None]] = []
         made: list[Record] = []
         for obj in listeners:
             listener = self.new_listener(obj, lb, made)
@@ -702,33 +784,38 @@ class Octavia:
 
     def _plan_pool(
         self, obj: Any, lb: Record, listener: Record | None
-    ) -> tuple[Record | None, list[Record], Record | None]:
+    ) -> tuple[Record | None, list[Member], Record | None]:
         if obj is None:
             return None, [], None
         pool = self.new_pool(
             self.check_fields(obj, POOL_CREATE, "pool"), lb, listener, lb["provider"]
         )
-        members: list[Record] = []
-        for member_obj in obj.get("members") or []:
-            members.append(self.new_member(member_obj, pool, members))
+        stamp = now_iso()
+        members = [
+            self.new_member(fields, pool, stamp)
+            for fields in self.distinct_members(obj.get("members") or [])
+        ]
         monitor_obj = obj.get("healthmonitor")
         monitor = self.new_monitor(monitor_obj, pool) if monitor_obj is not None else None
         return pool, members, monitor
 
     # -- rendering ---------------------------------------------------------------------------
 
-    def member_status(self, member: Record) -> str:
-        if not member["admin_state_up"]:
+    def member_status(self, member: Member) -> str:
+        if not member.admin_state_up:
             return "OFFLINE"
-        pool = self.pools.rows.get(member["_pool_id"])
+        pool = self.pools.rows.get(member.pool_id)
         if pool is None or not pool["healthmonitor_id"]:
             return "NO_MONITOR"
-        return "ERROR" if member["address"] in self._knobs.down_member_addresses else "ONLINE"
+        return "ERROR" if member.address in self._knobs.down_member_addresses else "ONLINE"
 
     def pool_status(self, pool: Record) -> str:
         if not pool["admin_state_up"]:
             return "OFFLINE"
-        statuses = [self.member_status(self.members.rows[m]) for m in pool["_members"]]
+        if not pool["healthmonitor_id"] or not self._knobs.down_member_addresses:
+            # No member can be ERROR: skip the pool's (possibly thousands of) members.
+            return "ONLINE"
+        statuses = [self.member_status(member) for member in pool["_members"]]
         if statuses and all(s == "ERROR" for s in statuses):
             return "ERROR"
         return "DEGRADED" if "ERROR" in statuses else "ONLINE"
@@ -749,6 +836,12 @@ class Octavia:
         statuses = [self.listener_status(self.listeners.rows[i]) for i in lb["_listeners"]]
         return "DEGRADED" if "DEGRADED" in statuses else "ONLINE"
 
+    def render_member(self, member: Member) -> Record:
+        # New members are OFFLINE until ACTIVE, as every other row (see render).
+        pending_or_error = member.provisioning_status in {"PENDING_CREATE", "ERROR"}
+        status = "OFFLINE" if pending_or_error else self.member_status(member)
+        return member.wire(operating_status=status, project_id=self._project_id)
+
     def render(self, table: Table, row: Record) -> Record:
         out = {key: value for key, value in row.items() if not key.startswith("_")}
         # New rows start OFFLINE (octavia/db/prepare.py) and failed ones stay so; an update
@@ -766,10 +859,8 @@ class Octavia:
         elif table is self.pools:
             out["loadbalancers"] = lb_ref
             out["listeners"] = [{"id": row["_listener_id"]}] if row["_listener_id"] else []
-            out["members"] = [{"id": i} for i in row["_members"]]
+            out["members"] = [{"id": i} for i in row["_members"].ids()]
             out["operating_status"] = "OFFLINE" if pending_or_error else self.pool_status(row)
-        elif table is self.members:
-            out["operating_status"] = "OFFLINE" if pending_or_error else self.member_status(row)
         elif table is self.healthmonitors:
             out["pools"] = [{"id": row["_pool_id"]}]
             out["operating_status"] = "OFFLINE" if pending_or_error else "ONLINE"
@@ -777,6 +868,13 @@ class Octavia:
 
 
 # -- small validators -------------------------------------------------------------------------
+
+
+def _tags(obj: dict[str, Any]) -> list[str]:
+    tags = obj.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise bad_request("Invalid input for field/attribute tags. Expected a list of strings.")
+    return tags
 
 
 def _str(obj: dict[str, Any], name: str) -> str:
@@ -900,6 +998,32 @@ def _apply_timing(monitor: Record, obj: dict[str, Any], *, creating: bool) -> No
 # -- HTTP ---------------------------------------------------------------------------------------
 
 
+def _member_cache_key(obj: Any, version: str) -> tuple[Any, ...] | None:
+    """A hashable form of a member body, with each value's type (so `true` is not `1`);
+    None for a body the cache does not take (not an object, or nested values)."""
+    if not isinstance(obj, dict):
+        return None
+    key: list[Any] = [version]
+    for name, value in obj.items():
+        if isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                return None
+            key.append((name, list, tuple(value)))
+        elif value is None or isinstance(value, str | int | float):
+            key.append((name, type(value), value))
+        else:
+            return None
+    return tuple(key)
+
+
+def _member_key(row: Any) -> tuple[str, str]:
+    """Octavia's `created_at, id` order for a member, stored or rendered for a filter."""
+    if isinstance(row, dict):
+        return (row["created_at"], row["id"])
+    key: tuple[str, str] = row.order_key()
+    return key
+
+
 def _related(row: Record, query: MultiMapping[str], relations: dict[str, str]) -> bool:
     """Whether `row` passes the relation filters (`loadbalancer_id=...`) in `query`."""
     return all(
@@ -944,7 +1068,9 @@ class OctaviaApi:
     ) -> Reply:
         """Filter the stored rows, page them as Octavia does, render only the page."""
         query = req.query
-        source = list(table if rows is None else rows)
+        source = rows if rows is not None else table.candidates(query)
+        if source is None:
+            source = list(table)
         relations = RELATION_FILTERS.get(collection, {})
         related = [row for row in source if _related(row, query, relations)]
         if "operating_status" in query:
@@ -1006,9 +1132,7 @@ class OctaviaApi:
 
     def _full_pool(self, pool: Record) -> Record:
         out = self.o.render(self.o.pools, pool)
-        out["members"] = [
-            self.o.render(self.o.members, self.o.members.rows[m]) for m in pool["_members"]
-        ]
+        out["members"] = [self.o.render_member(member) for member in pool["_members"]]
         monitor = self.o.healthmonitors.get(pool["healthmonitor_id"] or "")
         out["healthmonitor"] = self.o.render(self.o.healthmonitors, monitor) if monitor else None
         return out
@@ -1217,54 +1341,76 @@ class OctaviaApi:
         return self.o.pools.require(req.match["pool_id"], POOL_MISSING)
 
     def members_(self, req: Req) -> Reply:
+        """A pool's members: already in Octavia's order, rendered only for the page (or
+        for the filter, when the query filters on a member field)."""
         pool = self._pool_of(req)
-        rows = [self.o.members.rows[m] for m in pool["_members"]]
-        return self.listing(req, self.o.members, "members", rows)
+        members: PoolMembers = pool["_members"]
+        query = req.query
+        rows: list[Any] = members.ordered()
+        if any(name not in PAGING_PARAMS for name in query):
+            rendered = [self.o.render_member(member) for member in rows]
+            if "operating_status" in query:
+                wanted = query.getall("operating_status")
+                rendered = [r for r in rendered if field_matches(r["operating_status"], wanted)]
+            rows = select(rendered, query, handled=frozenset({"operating_status"}))
+        page = octavia_page(
+            rows,
+            query,
+            lookup=members.by_id.get,
+            cap=self.knobs.octavia_page_limit or None,
+            url=req.base_url + req.path,
+            key=_member_key,
+            presorted=True,
+        )
+        shown = [row if isinstance(row, dict) else self.o.render_member(row) for row in page.rows]
+        return ok({"members": project_fields(shown, query), "members_links": page.links})
 
-    def _member_in(self, req: Req, pool: Record) -> Record:
-        member = self.o.members.get(req.match["id"])
-        if member is None or member["_pool_id"] != pool["id"]:
+    def _member_in(self, req: Req, pool: Record) -> Member:
+        member: Member | None = pool["_members"].by_id.get(req.match["id"])
+        if member is None:
             raise MEMBER_MISSING(req.match["id"])
         return member
 
     def member(self, req: Req) -> Reply:
         member = self._member_in(req, self._pool_of(req))
-        return ok({"member": self.o.render(self.o.members, member)})
+        return ok({"member": self.o.render_member(member)})
 
     def create_member(self, req: Req) -> Reply:
         pool = self._pool_of(req)
-        body = _root_of(req.body, "member")
-        siblings = [self.o.members.rows[m] for m in pool["_members"]]
-        member = self.o.new_member(body, pool, siblings)
+        fields = self.o.member_fields(_root_of(req.body, "member"))
+        key = (fields["address"], fields["protocol_port"])
+        if any((m.address, m.protocol_port) == key for m in pool["_members"].by_id.values()):
+            raise member_in_use(*key)
+        member = self.o.new_member(fields, pool, now_iso())
         lb = self.o.mutable_pool(pool)
         op = Operation(lb_id=lb["id"])
         self.o.lock_pool(op, pool)
-        self.o.insert_member(member, pool, op)
+        self.o.insert_member(member, op)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
-        return created({"member": self.o.render(self.o.members, member)})
+        return created({"member": self.o.render_member(member)})
 
     def update_member(self, req: Req) -> Reply:
         pool = self._pool_of(req)
         member = self._member_in(req, pool)
         body = self.o.check_fields(_root_of(req.body, "member"), MEMBER_UPDATE, "member")
         lb = self.o.mutable_pool(pool)
-        merged = self.o.known(member, MEMBER_CREATE) | body
-        checked = self.o.new_member(merged, pool, [])
+        checked = self.o.member_fields(self.o.member_body(member) | body)
         changes = {k: checked[k] for k in body}
         self.o.members.touch(member, {**changes, "updated_at": now_iso()})
         op = Operation(lb_id=lb["id"])
-        self.o.lock(op, self.o.members, member)
+        member.provisioning_status = "PENDING_UPDATE"
+        op.activate_members.append(member)
         self.o.lock_pool(op, pool)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
-        return ok({"member": self.o.render(self.o.members, member)})
+        return ok({"member": self.o.render_member(member)})
 
     def delete_member(self, req: Req) -> Reply:
         pool = self._pool_of(req)
         member = self._member_in(req, pool)
         lb = self.o.mutable_pool(pool)
-        op = Operation(lb_id=lb["id"], remove=[(self.o.members, member["id"])])
+        op = Operation(lb_id=lb["id"], remove_members=[member])
         self.o.lock_pool(op, pool)
-        member["provisioning_status"] = "PENDING_DELETE"
+        member.provisioning_status = "PENDING_DELETE"
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
         return NO_CONTENT
 
@@ -1278,46 +1424,27 @@ class OctaviaApi:
                 "Invalid input for field/attribute members. Missing mandatory field: members"
             )
         lb = self.o.mutable_pool(pool)
-        wanted: list[Record] = []
-        for obj in body["members"]:
-            wanted.append(self.o.new_member(obj, pool, wanted))
+        wanted = self.o.distinct_members(body["members"])
         self._apply_batch(pool, lb, wanted)
         return Reply(202)
 
-    def _apply_batch(self, pool: Record, lb: Record, wanted: list[Record]) -> None:
-        existing = {
-            (m["address"], m["protocol_port"]): m
-            for m in (self.o.members.rows[i] for i in pool["_members"])
-        }
+    def _apply_batch(self, pool: Record, lb: Record, wanted: list[dict[str, Any]]) -> None:
+        """Octavia's batch update, matched on address and port: O(members of the pool)."""
+        existing = {(m.address, m.protocol_port): m for m in pool["_members"]}
         op = Operation(lb_id=lb["id"])
-        keys = set()
-        for member in wanted:
-            key = (member["address"], member["protocol_port"])
-            keys.add(key)
-            current = existing.get(key)
+        stamp = now_iso()
+        for fields in wanted:
+            current = existing.pop((fields["address"], fields["protocol_port"]), None)
             if current is None:
-                self.o.insert_member(member, pool, op)
+                self.o.insert_member(self.o.new_member(fields, pool, stamp), op)
                 continue
-            changes = {
-                k: member[k]
-                for k in (
-                    "name",
-                    "weight",
-                    "backup",
-                    "monitor_address",
-                    "monitor_port",
-                    "admin_state_up",
-                    "subnet_id",
-                    "tags",
-                )
-            }
-            if any(current[k] != v for k, v in changes.items()):
+            changes = {name: fields[name] for name in BATCH_FIELDS}
+            if any(getattr(current, name) != value for name, value in changes.items()):
                 self.o.members.touch(current, {**changes, "provisioning_status": "PENDING_UPDATE"})
-                op.activate.append((self.o.members, current["id"]))
-        for key, member in existing.items():
-            if key not in keys:
-                member["provisioning_status"] = "PENDING_DELETE"
-                op.remove.append((self.o.members, member["id"]))
+                op.activate_members.append(current)
+        for member in existing.values():
+            member.provisioning_status = "PENDING_DELETE"
+            op.remove_members.append(member)
         self.o.lock_pool(op, pool)
         self.o.start(lb, op, lb_status="PENDING_UPDATE")
 

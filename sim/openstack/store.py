@@ -28,6 +28,8 @@ ResourceId = NewType("ResourceId", str)
 # Query parameters that steer a list instead of filtering it.
 PAGING_PARAMS = frozenset({"limit", "marker", "sort_key", "sort_dir", "page_reverse", "fields"})
 TAG_PARAMS = frozenset({"tags", "tags-any", "not-tags", "not-tags-any"})
+# How a filter names a null field (`field_matches`).
+NULL_SPELLINGS = frozenset({"", "None", "null"})
 
 
 class Counters:
@@ -47,6 +49,11 @@ class Counters:
         self._counts.clear()
 
 
+# RFC 4122 variant (10xx) and version 4 (0100) bits, as uuid.UUID(version=4) sets them.
+VERSION_4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+VERSION_4_SET = (0x8000 << 48) | (4 << 76)
+
+
 class Ids:
     """Deterministic UUIDs and MACs from a seeded generator (same seed, same cloud)."""
 
@@ -54,7 +61,11 @@ class Ids:
         self._rng = random.Random(seed)
 
     def uuid(self) -> ResourceId:
-        return ResourceId(str(uuid.UUID(int=self._rng.getrandbits(128), version=4)))
+        # What str(uuid.UUID(int=bits, version=4)) gives, without building the object
+        # (a million members each need one).
+        bits = self._rng.getrandbits(128) & VERSION_4_CLEAR | VERSION_4_SET
+        text = f"{bits:032x}"
+        return ResourceId(f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}")
 
     def hex(self) -> str:
         return uuid.UUID(int=self._rng.getrandbits(128), version=4).hex
@@ -65,12 +76,23 @@ class Ids:
 
 
 class Table:
-    """One resource kind's rows by id, counting every write in `counters`."""
+    """One resource kind's rows by id, counting every write in `counters`.
 
-    def __init__(self, kind: str, counters: Counters) -> None:
+    `indexed` maps a list filter's query name to the row field it compares (`name` ->
+    `name`, `loadbalancer_id` -> `_lb_id`); those fields get a hash index, so a filtered
+    list starts from the rows with that value instead of every row of the kind. Indexed
+    fields must change only through `insert`, `touch` and `delete`.
+    """
+
+    def __init__(self, kind: str, counters: Counters, *, indexed: dict[str, str] | None = None):
         self.kind = kind
         self.rows: dict[str, Record] = {}
         self._counters = counters
+        self._fields = dict(indexed or {})
+        # field -> value -> ids of the rows holding it (a dict keeps insertion order).
+        self._indexes: dict[str, dict[Any, dict[str, None]]] = {
+            field: {} for field in self._fields.values()
+        }
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -80,6 +102,7 @@ class Table:
 
     def insert(self, row: Record) -> Record:
         self.rows[row["id"]] = row
+        self._index(row)
         self._counters.bump(self.kind, "created")
         return row
 
@@ -94,15 +117,62 @@ class Table:
 
     def touch(self, row: Record, changes: Record | None = None) -> Record:
         if changes:
+            moved = [field for field in self._indexes if field in changes]
+            self._unindex(row, moved)
             row.update(changes)
+            self._index(row, moved)
         self._counters.bump(self.kind, "updated")
         return row
 
     def delete(self, row_id: str) -> Record | None:
         row = self.rows.pop(row_id, None)
         if row is not None:
+            self._unindex(row, list(self._indexes))
             self._counters.bump(self.kind, "deleted")
         return row
+
+    def with_value(self, field: str, value: Any) -> list[Record]:
+        """The rows whose indexed `field` equals `value`, in insertion order."""
+        ids = self._indexes[field].get(value, {})
+        return [self.rows[row_id] for row_id in ids]
+
+    def candidates(self, query: MultiMapping[str]) -> list[Record] | None:
+        """The rows an indexed filter in `query` allows (a superset of the answer), or None
+        when the query names no indexed filter and every row is a candidate."""
+        best: list[Record] | None = None
+        for name, field in self._fields.items():
+            values = query.getall(name, [])
+            if not values:
+                continue
+            found: dict[str, Record] = {}
+            for value in values:
+                found.update((row["id"], row) for row in self.with_value(field, value))
+                if value in NULL_SPELLINGS:
+                    found.update((row["id"], row) for row in self.with_value(field, None))
+            if best is None or len(found) < len(best):
+                best = list(found.values())
+        return best
+
+    def _index(self, row: Record, fields: Iterable[str] | None = None) -> None:
+        for field in self._indexes if fields is None else fields:
+            value = row.get(field)
+            if _hashable(value):
+                self._indexes[field].setdefault(value, {})[row["id"]] = None
+
+    def _unindex(self, row: Record, fields: Iterable[str]) -> None:
+        for field in fields:
+            value = row.get(field)
+            if not _hashable(value):
+                continue
+            ids = self._indexes[field].get(value)
+            if ids is not None:
+                ids.pop(row["id"], None)
+                if not ids:
+                    del self._indexes[field][value]
+
+
+def _hashable(value: Any) -> bool:
+    return isinstance(value, str | int | bool) or value is None
 
 
 class PoolExhausted(Exception):
@@ -169,7 +239,7 @@ def field_matches(value: Any, wanted: list[str]) -> bool:
     if isinstance(value, bool):
         return str(value).lower() in {item.lower() for item in wanted}
     if value is None:
-        return any(item in {"", "None", "null"} for item in wanted)
+        return any(item in NULL_SPELLINGS for item in wanted)
     return str(value) in wanted
 
 

@@ -62,12 +62,45 @@ def test_atomic_extraroutes_are_404_when_the_extension_is_disabled(
     assert conn.network.get_router(router.id).routes == [ROUTE_0]
 
 
-def test_max_routes_knob_caps_the_router(sim: OpenStackSimHandle, conn: Any) -> None:
+def test_max_routes_knob_caps_the_router_with_neutrons_router_route_quota_409(
+    sim: OpenStackSimHandle, conn: Any
+) -> None:
+    # Neutron 29 enforces the per-router limit as the `router_route` quota: neutron-lib's
+    # OverQuota (409), whether the routes come by PUT or by add_extraroutes.
     sim.set_knobs(max_routes=1)
     router = conn.network.get_router(sim.seeded.router_id)
+    conn.network.add_extra_routes_to_router(router, body={"router": {"routes": [ROUTE_0]}})
 
-    with pytest.raises(sdk_exceptions.BadRequestException, match="exceeds the maximum 1"):
+    with pytest.raises(sdk_exceptions.ConflictException) as put:
         conn.network.update_router(router, routes=[ROUTE_0, ROUTE_1])
+    add = _neutron(
+        sim,
+        conn,
+        "PUT",
+        f"/routers/{router.id}/add_extraroutes",
+        {"router": {"routes": [ROUTE_0, ROUTE_1]}},
+    )
+    again = _neutron(
+        sim,
+        conn,
+        "PUT",
+        f"/routers/{router.id}/add_extraroutes",
+        {"router": {"routes": [ROUTE_0]}},
+    )
+
+    assert put.value.status_code == 409
+    assert add == (
+        409,
+        {
+            "NeutronError": {
+                "type": "OverQuota",
+                "message": "Quota exceeded for resources: ['router_route'].",
+                "detail": "",
+            }
+        },
+    )
+    assert again[0] == 200  # already held: the router still holds one route
+    assert conn.network.get_router(router.id).routes == [ROUTE_0]
 
 
 def test_security_group_rules_create_list_and_refuse_duplicates(conn: Any) -> None:
