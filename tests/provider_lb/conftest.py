@@ -33,6 +33,7 @@ from provider.interface import LoadBalancerOutcome, LoadBalancers
 from provider.openstack.client import build_client
 from provider.openstack.cloud import OpenStackCloud
 from provider.openstack.config import load_settings
+from provider.openstack.loadbalancer.api import Api, PendingBackoff
 from provider.settings import ProviderSettings
 from sim.openstack.calllog import Call, Seq
 from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
@@ -94,6 +95,29 @@ def make_lbs(sim: OpenStackSimHandle, tmp_path: Path) -> Iterator[MakeLbs]:
 @pytest.fixture
 def lbs(make_lbs: MakeLbs) -> LoadBalancers:
     return make_lbs()
+
+
+@pytest.fixture
+def api(sim: OpenStackSimHandle) -> Iterator[Api]:
+    """The load-balancer code's REST calls alone, on the simulator's own `cloud.conf`."""
+    provider_settings = ProviderSettings(
+        cloud_config=sim.cloud_conf_path, cloud_api_qps=1000.0, cloud_api_burst=1000
+    )
+    settings = load_settings(sim.cloud_conf_path, environ={})
+    client = build_client(
+        settings=settings,
+        provider_settings=provider_settings,
+        registry=CollectorRegistry(),
+        sleep=lambda _: None,
+    )
+    yield Api(client=client, backoff=PendingBackoff())
+    client.close()
+
+
+def vip_subnet(sim: OpenStackSimHandle) -> str:
+    """The `subnet-id` of the simulator's `cloud.conf`."""
+    settings = load_settings(sim.cloud_conf_path, environ={})
+    return settings.load_balancer.subnet_id
 
 
 # --- Kubernetes objects ------------------------------------------------------------------------

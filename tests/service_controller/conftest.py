@@ -40,8 +40,9 @@ from protocol.views import (
 from provider.fake import FakeCloud
 from provider.interface import LoadBalancers
 from tests.provider_lb.conftest import make_lbs, openstack_sim, sim  # noqa: F401 (fixtures)
+from workers.runtime.clock import FakeClock
 from workers.runtime.replica import Replica
-from workers.service.controller import SWEEP, ServiceController, ServiceSettings
+from workers.service.controller import NODE_QUIET, SWEEP, ServiceController, ServiceSettings
 
 
 def make_node(
@@ -101,6 +102,7 @@ class Harness:
     commits: list[Commit] = field(default_factory=list)
     fail_next: list[FailureKind] = field(default_factory=list)
     enqueued: list[str] = field(default_factory=list)
+    clock: FakeClock = field(default_factory=FakeClock)
 
     def commit(self, key: str, actions: tuple[Action, ...]) -> Ack:
         self.commits.append(Commit(actions=actions, cloud_calls_before=len(self.cloud.calls)))
@@ -147,7 +149,9 @@ class Harness:
         self.replica.apply(topic, obj.key, obj)
 
     def sweep(self) -> list[str]:
-        """Run the node-driven sweep; the Service keys it enqueued."""
+        """Run the node-driven sweep once the node changes are over (the fake clock moved
+        past the quiet period); the Service keys it enqueued."""
+        self.clock.advance(NODE_QUIET)
         self.enqueued.clear()
         self.controller.sync(SWEEP)
         return list(self.enqueued)
@@ -171,6 +175,7 @@ def harness(
     """On the fake cloud, or on `load_balancers` (then `cloud` is an idle FakeCloud)."""
     cloud = FakeCloud()
     replica = Replica()
+    clock = FakeClock()
     # The harness needs the controller and the controller the harness's commit.
     box: list[Harness] = []
     load_balancers = load_balancers or cloud.load_balancers()
@@ -180,8 +185,9 @@ def harness(
         load_balancers=load_balancers,
         commit=lambda key, actions: box[0].commit(key, actions),  # noqa: PLW0108
         settings=settings or ServiceSettings(),
+        clock=clock,
     )
-    h = Harness(cloud=cloud, replica=replica, controller=controller)
+    h = Harness(cloud=cloud, replica=replica, controller=controller, clock=clock)
     box.append(h)
     # As the runner does: periodics first (they hand over the queue's add), then every
     # replica change goes through keys_for.
@@ -191,6 +197,9 @@ def harness(
     )
     for index in range(1, nodes + 1):
         h.put(make_node(f"n{index}"))
+    if nodes:
+        h.sweep()  # the initial nodes' sweep, done: the next node change queues one
+    h.enqueued.clear()
     return h
 
 

@@ -45,6 +45,7 @@ from protocol.messages import (
 from protocol.views import Node, Service
 from provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
 from provider.interface import LoadBalancers, ProviderEvent
+from workers.runtime.clock import MONOTONIC, Clock
 from workers.runtime.commit import needs_retry
 from workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
 from workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
@@ -67,6 +68,13 @@ COMPONENT = "service-controller"
 SWEEP = "@nodes"
 # Upstream lists at most this many node names in an event.
 EVENT_NODE_NAMES = 20
+# A sweep waits until no backend node has changed for this long (nodes joining or leaving
+# together arrive over a second or two, with their initialization writes), so that a
+# burst costs each load balancer one member update, not one per arrival...
+NODE_QUIET = 1.0
+# ...but never longer than this after the first change, so that steady churn still
+# reaches the load balancers.
+NODE_BURST_MAX = 10.0
 
 _LATENCY_BUCKETS = tuple(2.0**i for i in range(15))  # 1 s ... 16384 s, as upstream
 LB_SYNCS = Counter(
@@ -127,8 +135,10 @@ class ServiceController:
         load_balancers: LoadBalancers,
         commit: Commit,
         settings: ServiceSettings,
+        clock: Clock = MONOTONIC,
     ) -> None:
         self.name = "service" + settings.shard.suffix
+        self._clock = clock
         self._replica = replica
         self._lbs = load_balancers
         self._commit = commit
@@ -142,6 +152,10 @@ class ServiceController:
         # The backend node set, recomputed only after a node change that can alter it.
         self._backends_version = 0
         self._backends: tuple[int, Backends] | None = None
+        # When the last backend change arrived, and when the first one not swept yet did
+        # (None: no sweep is queued, the next change queues one).
+        self._node_changed_at = 0.0
+        self._sweep_due: float | None = None
         # Set by `periodics` (the runner calls it before any sync): how the sweep enqueues.
         self._enqueue: Callable[[str], None] = _unstarted
 
@@ -190,13 +204,19 @@ class ServiceController:
         before = backend_id(old) if isinstance(old, Node) else None
         after = backend_id(new) if isinstance(new, Node) else None
         if before == after:
-            # Heartbeats, readiness, addresses: upstream ignores them for backends too.
+            # Heartbeats, readiness, labels: upstream ignores them for backends too.
             return ()
+        now = self._clock.now()
         with self._lock:
             self._backends_version += 1
-        # One sweep key, not every Service key: the queue folds a burst of node changes
-        # (a snapshot of 5,000 nodes, a zone coming back) into one or two sweeps instead
-        # of enqueueing every Service once per node.
+            self._node_changed_at = now
+            if self._sweep_due is not None:
+                # A sweep is queued and has not started enqueueing: it will see this too.
+                return ()
+            self._sweep_due = now
+        # One sweep key, not every Service key, run once the burst is over (`_sweep`): a
+        # burst of node changes (nodes joining and leaving, a 5,000-node snapshot, a zone
+        # coming back) costs every Service one sync, not one per node.
         return (SWEEP,)
 
     def _owned_load_balancers(self) -> list[str]:
@@ -219,10 +239,7 @@ class ServiceController:
 
     def sync(self, key: str) -> tuple[Action, ...]:
         if key == SWEEP:
-            # Every owned LB Service, not only those synced so far: one whose first ensure
-            # is running now is re-run after it (the queue marks it dirty) with the new set.
-            for owned in self._owned_load_balancers():
-                self._enqueue(owned)
+            self._sweep()
             return ()
         service = self._replica.service(key)
         with self._lock:
@@ -248,6 +265,25 @@ class ServiceController:
             return ()
         self._ensure_or_update(key, service, prior)
         return ()
+
+    def _sweep(self) -> None:
+        """Enqueue every owned LB Service once the node changes have stopped for
+        `NODE_QUIET` (or `NODE_BURST_MAX` after the first); until then, come back later
+        (RetryAfter: no thread waits)."""
+        now = self._clock.now()
+        with self._lock:
+            quiet = now - self._node_changed_at
+            first = now if self._sweep_due is None else self._sweep_due
+            wait = NODE_QUIET - quiet if now - first < NODE_BURST_MAX else 0.0
+            if wait <= 0:
+                # From here on, a node change queues a new sweep (this one may not see it).
+                self._sweep_due = None
+        if wait > 0:
+            raise RetryAfter(f"node changes are arriving; sweeping in {wait:.1f}s", delay=wait)
+        # Every owned LB Service, not only those synced so far: one whose first ensure is
+        # running now is re-run after it (the queue marks it dirty) with the new set.
+        for owned in self._owned_load_balancers():
+            self._enqueue(owned)
 
     # --- the delete branch --------------------------------------------------------------
 
@@ -323,7 +359,8 @@ class ServiceController:
         with self._lock:
             drift_check = key in self._resync_due
         if prior is not None and prior.spec == spec and not drift_check:
-            if prior.backends != backends.ids:
+            # (Identity first: every Service of a sweep shares one set of 5,000 ids.)
+            if prior.backends is not backends.ids and prior.backends != backends.ids:
                 self._update_backends(key, service, prior, backends)
             return
         self._ensure(key, service, spec, backends, announce=prior is None or prior.spec != spec)
@@ -468,7 +505,8 @@ class ServiceController:
         if cached is not None and cached[0] == version:
             return cached[1]
         nodes = tuple(sorted((n for n in self._replica.nodes() if is_backend(n)), key=_name))
-        backends = Backends(nodes=nodes, ids=frozenset((n.name, n.spec.provider_id) for n in nodes))
+        ids = frozenset(backend_id(n) for n in nodes)
+        backends = Backends(nodes=nodes, ids=frozenset(i for i in ids if i is not None))
         with self._lock:
             self._backends = (version, backends)
         return backends

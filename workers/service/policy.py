@@ -69,15 +69,20 @@ def is_backend(node: Node) -> bool:
     return value is None or value in _FALSE
 
 
-BackendId = tuple[str, str]
+BackendId = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
 def backend_id(node: Node | None) -> BackendId | None:
-    """What a load balancer's member set depends on: the name and the providerID of a
-    backend node; None when the node is not a backend."""
+    """What a load balancer's member set depends on: the name, providerID and addresses of
+    a backend node; None when the node is not a backend. Upstream watches the first two
+    only; the addresses are here because a member is a node's address: the cloud node
+    controller sets them in a write of their own after the providerID, and a node whose
+    addresses came after the sweep of its providerID would otherwise stay out of every
+    pool (or keep a stale address) until some other node changed."""
     if node is None or not is_backend(node):
         return None
-    return (node.name, node.spec.provider_id)
+    addresses = tuple((a.type, a.address) for a in node.status.addresses)
+    return (node.name, node.spec.provider_id, addresses)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ measured as `<resource>_<op>`, errors mapped), so the call sequence of a sync re
 the reference's §3.14 and can be compared with upstream's call for call. openstacksdk has
 no method for the batch member update; here it is a plain `PUT /lbaas/pools/{id}/members`.
 
+Request bodies have a size limit (oslo.middleware's `max_request_body_size`, 114,688 bytes
+by default, answered 413 before anything is done). `BodyLimit` learns it from the first 413
+so that later bodies over it are refused here (`BodyTooLarge`) without a call; the callers
+split what they send (`batch.py`, and the member-less create in `octavia.py`).
+
 Octavia answers 409 to any write while the load balancer is PENDING_*, in two wordings:
 "Load Balancer <id> is immutable and cannot be updated." for a child (listener, pool,
 member, monitor) and "Invalid state PENDING_UPDATE of loadbalancer resource <id>" for a
@@ -16,14 +21,16 @@ real conflict and fails the sync.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
 
-from provider.errors import CloudConflict, CloudNotFound, RetryAfter
+from provider.errors import CloudConflict, CloudError, CloudNotFound, RetryAfter
 from provider.openstack.client import OpenStackClient
 from provider.openstack.loadbalancer.resources import (
     FloatingIp,
@@ -46,6 +53,8 @@ from provider.openstack.loadbalancer.resources import (
 )
 from provider.openstack.resources import Network, Port
 
+log = logging.getLogger(__name__)
+
 Body = dict[str, Any]
 T = TypeVar("T")
 ACTIVE = "ACTIVE"
@@ -56,6 +65,8 @@ PENDING_DELETE = "PENDING_DELETE"
 FIRST_RETRY = 1.0
 RETRY_FACTOR = 1.5
 MAX_RETRY = 30.0
+# oslo.middleware's default `max_request_body_size` (Octavia's and Neutron's stock limit).
+STOCK_BODY_LIMIT = 114_688
 
 
 _BUSY = re.compile(r"is immutable|Invalid state PENDING_")
@@ -89,10 +100,66 @@ class PendingBackoff:
             self._tries.pop(lb_id, None)
 
 
+class BodyTooLarge(CloudError):
+    """A request body over the cloud's limit: answered 413, or refused here because an
+    earlier 413 taught the limit. Nothing was done; the caller sends less per call."""
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message, status=413, retryable=False)
+        self.size = size
+
+
+class BodyLimit:
+    """The largest request body the cloud takes, as learned from its 413s (None: no 413
+    seen yet, so anything is tried). Process-wide; a raised limit is seen after a restart."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._limit: int | None = None
+
+    @property
+    def bytes(self) -> int | None:
+        with self._lock:
+            return self._limit
+
+    def refused(self, size: int) -> None:
+        """A body of `size` bytes got 413: assume the stock limit, or half of `size` when
+        that was already under it, so that the next split fits."""
+        guess = STOCK_BODY_LIMIT if size > STOCK_BODY_LIMIT else size // 2
+        with self._lock:
+            if self._limit is None or guess < self._limit:
+                log.warning(
+                    "the cloud refused a %d-byte request body (413): sending at most %d bytes "
+                    "per call from now on (raise [oslo_middleware] max_request_body_size)",
+                    size,
+                    guess,
+                )
+                self._limit = guess
+
+    def check(self, body: Body, request: str) -> None:
+        """Raise `BodyTooLarge` when `body` is over the learned limit."""
+        limit = self.bytes
+        if limit is None:
+            return
+        size = body_size(body)
+        if size > limit:
+            raise BodyTooLarge(
+                f"{request}: the request body ({size} bytes) is over the cloud's limit "
+                f"({limit} bytes, learned from a 413)",
+                size=size,
+            )
+
+
+def body_size(body: Body) -> int:
+    """The bytes of `body` as the HTTP client sends it (json.dumps' default separators)."""
+    return len(json.dumps(body, allow_nan=False).encode())
+
+
 class Api:
     def __init__(self, *, client: OpenStackClient, backoff: PendingBackoff) -> None:
         self._client = client
         self.backoff = backoff
+        self.body_limit = BodyLimit()
 
     # --- load balancers --------------------------------------------------------------------------
     def find_lbs(self, name: str) -> list[LoadBalancer]:
@@ -118,15 +185,21 @@ class Api:
             return None
 
     def create_lb(self, body: Body) -> LoadBalancer:
-        return self._client.call_json(
-            LoadBalancerEnvelope,
-            "load-balancer",
-            "POST",
-            "/lbaas/loadbalancers",
-            request="loadbalancer_create",
-            body={"loadbalancer": body},
-            ok=(201, 202),
-        ).loadbalancer
+        """`BodyTooLarge` when the cloud's body limit refuses it (nothing was created)."""
+        envelope = {"loadbalancer": body}
+        self.body_limit.check(envelope, "loadbalancer_create")
+        content = self._sized(
+            envelope,
+            lambda: self._client.call(
+                "load-balancer",
+                "POST",
+                "/lbaas/loadbalancers",
+                request="loadbalancer_create",
+                body=envelope,
+                ok=(201, 202),
+            ),
+        )
+        return _decode(LoadBalancerEnvelope, content).loadbalancer
 
     def update_lb_tags(self, lb_id: str, tags: list[str]) -> None:
         self.write(
@@ -234,15 +307,43 @@ class Api:
         self._delete(lb_id, f"/lbaas/pools/{pool_id}/members/{member_id}", request="member_delete")
 
     def replace_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
-        """The batch update: Octavia adds, updates and removes to match the list (202)."""
-        self.write(
-            lb_id,
-            "PUT",
-            f"/lbaas/pools/{pool_id}/members",
-            request="member_batch_update",
-            body={"members": members},
-            ok=(202,),
+        """The batch update: Octavia adds, updates and removes to match the list (202).
+        `BodyTooLarge` when the list is over the cloud's body limit."""
+        self._batch_members(lb_id, pool_id, members, additive_only=False)
+
+    def add_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
+        """The batch update with `additive_only`: adds (or updates) these members, keeps
+        every other one."""
+        self._batch_members(lb_id, pool_id, members, additive_only=True)
+
+    def _batch_members(
+        self, lb_id: str, pool_id: str, members: list[Body], *, additive_only: bool
+    ) -> None:
+        body = {"members": members}
+        self.body_limit.check(body, "member_batch_update")
+        self._sized(
+            body,
+            lambda: self.write(
+                lb_id,
+                "PUT",
+                f"/lbaas/pools/{pool_id}/members",
+                request="member_batch_update",
+                body=body,
+                params={"additive_only": "true"} if additive_only else None,
+                ok=(202,),
+            ),
         )
+
+    def _sized(self, body: Body, send: Callable[[], bytes]) -> bytes:
+        """`send()`, turning a 413 into `BodyTooLarge` (and learning the limit)."""
+        try:
+            return send()
+        except CloudError as exc:
+            if exc.status != 413:
+                raise
+            size = body_size(body)
+            self.body_limit.refused(size)
+            raise BodyTooLarge(str(exc), size=size) from exc
 
     # --- health monitors -------------------------------------------------------------------------
     def get_monitor(self, monitor_id: str) -> HealthMonitor | None:
@@ -482,4 +583,7 @@ def _belongs(refs: list[Ref], lb_id: str) -> bool:
 
 
 def _decode(kind: type[T], content: bytes) -> T:
-    return msgspec.json.decode(content, type=kind)
+    try:
+        return msgspec.json.decode(content, type=kind)
+    except msgspec.DecodeError as exc:
+        raise CloudError(f"unexpected response body ({exc})") from exc

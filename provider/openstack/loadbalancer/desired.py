@@ -1,6 +1,6 @@
 """The Octavia objects a Service should have: listeners, pools, members, monitors (§3.5).
 
-Built from a `ServiceConfig`, the Service's ports and the eligible nodes, as plain frozen
+Built from a `ServiceConfig`, the Service's ports and its member nodes, as plain frozen
 specs. They render the request bodies (the fully populated create, a separate listener or
 pool create, the batch member list) and answer "does this existing object match?", so the
 same description drives creation and reconciliation and the two can never disagree.
@@ -9,44 +9,27 @@ same description drives creation and reconciliation and the two can never disagr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from protocol.views import Node, Service, ServicePort
+from protocol.views import Service, ServicePort
 from provider.openstack.loadbalancer import naming
-from provider.openstack.loadbalancer.members import member_address
+from provider.openstack.loadbalancer.members import Backend
 from provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
-from provider.openstack.loadbalancer.service_config import ServiceConfig, eligible_nodes
+from provider.openstack.loadbalancer.service_config import ServiceConfig
 
 Body = dict[str, Any]
 XFF = "X-Forwarded-For"
 
 
-@dataclass(frozen=True)
-class MemberSpec:
-    name: str
-    address: str
-    protocol_port: int
-    subnet_id: str = ""
-    monitor_port: int | None = None
-
-    @property
-    def key(self) -> str:
-        """Upstream's comparison key: name, address, port and monitor port."""
-        return f"{self.name}-{self.address}-{self.protocol_port}-{self.monitor_port}"
-
-    def body(self) -> Body:
-        body: Body = {"name": self.name, "address": self.address}
-        body["protocol_port"] = self.protocol_port
-        if self.subnet_id:
-            body["subnet_id"] = self.subnet_id
-        if self.monitor_port is not None:
-            body["monitor_port"] = self.monitor_port
-        return body
-
-
 def member_key(member: Member) -> str:
-    return f"{member.name}-{member.address}-{member.protocol_port}-{member.monitor_port}"
+    """Upstream's comparison key: name, address, port and monitor port."""
+    return _key(member.name, member.address, member.protocol_port, member.monitor_port)
+
+
+def _key(name: str, address: str, port: int, monitor_port: int | None) -> str:
+    return f"{name}-{address}-{port}-{monitor_port}"
 
 
 @dataclass(frozen=True)
@@ -81,14 +64,23 @@ class MonitorSpec:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PoolSpec:
     name: str
     protocol: str
     lb_algorithm: str
     persistence: bool
-    members: tuple[MemberSpec, ...]
-    monitor: MonitorSpec | None
+    # The member nodes, shared by every pool of every Service with the same node set. Not
+    # in the repr, which stands for the whole spec when comparing (`fingerprint`): their
+    # hash is (5,000 of them would make a 300 KB repr).
+    backends: tuple[Backend, ...] = field(repr=False)
+    backends_hash: int
+    # The members' port: the Service port's node port; 0 means no members
+    # (allocateLoadBalancerNodePorts: false).
+    member_port: int
+    member_subnet_id: str = ""
+    monitor_port: int | None = None
+    monitor: MonitorSpec | None = None
 
     def body(self) -> Body:
         """The pool alone: a standalone `POST /pools` must not carry members or a monitor
@@ -102,9 +94,10 @@ class PoolSpec:
             body["session_persistence"] = {"type": "SOURCE_IP"}
         return body
 
-    def populated_body(self) -> Body:
-        """The pool with its members and monitor, for the fully populated LB create only."""
-        body = self.body() | {"members": [m.body() for m in self.members]}
+    def populated_body(self, *, with_members: bool = True) -> Body:
+        """The pool with its members and monitor, for the fully populated LB create only
+        (`with_members=False`: without them, for a cloud whose body limit refuses them)."""
+        body = self.body() | {"members": self.member_bodies() if with_members else []}
         if self.monitor is not None:
             body["healthmonitor"] = self.monitor.body()
         return body
@@ -119,8 +112,31 @@ class PoolSpec:
         return changes
 
     @property
+    def member_count(self) -> int:
+        return len(self.backends) if self.member_port else 0
+
+    @cached_property
+    def members(self) -> dict[str, Body]:
+        """The wanted members: upstream's comparison key → the member's request body."""
+        if not self.member_port:
+            return {}
+        port, monitor = self.member_port, self.monitor_port
+        members: dict[str, Body] = {}
+        for name, address in self.backends:
+            body: Body = {"name": name, "address": address, "protocol_port": port}
+            if self.member_subnet_id:
+                body["subnet_id"] = self.member_subnet_id
+            if monitor is not None:
+                body["monitor_port"] = monitor
+            members[_key(name, address, port, monitor)] = body
+        return members
+
+    @cached_property
     def member_keys(self) -> frozenset[str]:
-        return frozenset(m.key for m in self.members)
+        return frozenset(self.members)
+
+    def member_bodies(self) -> list[Body]:
+        return list(self.members.values())
 
 
 @dataclass(frozen=True)
@@ -153,9 +169,9 @@ class ListenerSpec:
         body |= self._settable()
         return body
 
-    def create_body(self) -> Body:
+    def create_body(self, *, with_members: bool = True) -> Body:
         """A listener of the fully populated create: with its default pool inside."""
-        return self.body() | {"default_pool": self.pool.populated_body()}
+        return self.body() | {"default_pool": self.pool.populated_body(with_members=with_members)}
 
     def _settable(self) -> Body:
         body: Body = {}
@@ -209,32 +225,12 @@ def _monitor(cfg: ServiceConfig, index: int, port: ServicePort) -> MonitorSpec |
     )
 
 
-def _members(
-    cfg: ServiceConfig, port: ServicePort, nodes: Sequence[Node]
-) -> tuple[MemberSpec, ...]:
-    if port.node_port == 0:
-        return ()  # allocateLoadBalancerNodePorts: false
-    monitor_port = cfg.monitor.http_port if cfg.monitor and cfg.monitor.http_port else None
-    members = []
-    for node in nodes:
-        address = member_address(node, cfg.ip_version)
-        if address:
-            members.append(
-                MemberSpec(
-                    name=node.name,
-                    address=address,
-                    protocol_port=port.node_port,
-                    subnet_id=cfg.member_subnet_id,
-                    monitor_port=monitor_port,
-                )
-            )
-    return tuple(members)
-
-
 def desired_listeners(
-    cfg: ServiceConfig, service: Service, nodes: Sequence[Node]
+    cfg: ServiceConfig, service: Service, backends: tuple[Backend, ...]
 ) -> list[ListenerSpec]:
-    members_of = eligible_nodes(cfg, nodes)
+    """The Service's listeners; `backends` are its member nodes (`members.Backends`)."""
+    backends_hash = hash(backends)
+    monitor_port = cfg.monitor.http_port if cfg.monitor and cfg.monitor.http_port else None
     specs = []
     for index, port in enumerate(service.spec.ports):
         protocol = cfg.listener_protocol(port)
@@ -243,7 +239,11 @@ def desired_listeners(
             protocol=cfg.pool_protocol(protocol),
             lb_algorithm=cfg.lb_method,
             persistence=cfg.session_persistence,
-            members=_members(cfg, port, members_of),
+            backends=backends,
+            backends_hash=backends_hash,
+            member_port=port.node_port,
+            member_subnet_id=cfg.member_subnet_id,
+            monitor_port=monitor_port,
             monitor=_monitor(cfg, index, port),
         )
         specs.append(
@@ -262,3 +262,9 @@ def desired_listeners(
             )
         )
     return specs
+
+
+def fingerprint(specs: Sequence[ListenerSpec]) -> str:
+    """Stands for the specs when comparing them with the ones a load balancer was built
+    or last verified from (the members by their node set's hash)."""
+    return repr(specs)

@@ -67,9 +67,14 @@ class FloatingIps:
         self._api = api
         self._events = events
 
-    def address(self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool) -> str:
-        """The Service's public address: a floating IP on the VIP, or the VIP itself."""
-        attached = self._api.floating_ips(port_id=lb.vip_port_id)
+    def address(
+        self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, fresh: bool = False
+    ) -> str:
+        """The Service's public address: a floating IP on the VIP, or the VIP itself.
+        `fresh`: `lb` was created by this process and this is its first address lookup, so
+        its VIP port is brand new and holds no floating IP yet (were one attached
+        meanwhile, the POST below would get a 409 and the next sync would find it)."""
+        attached = [] if fresh else self._api.floating_ips(port_id=lb.vip_port_id)
         if cfg.internal:
             if owner:
                 for fip in attached:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from protocol.views import LoadBalancerIngress, Node, Service
@@ -37,16 +38,19 @@ from provider.openstack.loadbalancer.api import (
     ERROR,
     PENDING_DELETE,
     Api,
+    BodyTooLarge,
     PendingBackoff,
     is_pending,
 )
-from provider.openstack.loadbalancer.desired import ListenerSpec, desired_listeners
+from provider.openstack.loadbalancer.desired import ListenerSpec, desired_listeners, fingerprint
 from provider.openstack.loadbalancer.floating import FloatingIps
+from provider.openstack.loadbalancer.members import Backends
 from provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
 from provider.openstack.loadbalancer.reconcile import Reconciler
 from provider.openstack.loadbalancer.resources import LoadBalancer
 from provider.openstack.loadbalancer.security_groups import SecurityGroups
 from provider.openstack.loadbalancer.service_config import Resolver, ServiceConfig
+from provider.openstack.loadbalancer.verified import Verified
 from provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
@@ -82,12 +86,19 @@ class OctaviaLoadBalancers:
             features=features,
             cluster=provider_settings.cluster_name,
         )
-        self._lock = threading.Lock()  # guards the two below
-        # Load balancers this process created, with the specs they were created from: the
-        # sync that finds one ACTIVE with unchanged specs skips re-reading its children
-        # (a fully populated create makes all of them or lands in ERROR). Lost on restart,
-        # which only costs those reads.
+        self._backends = Backends()
+        self._verified = Verified()
+        self._lock = threading.Lock()  # guards the three below
+        # Load balancers this process created, with the fingerprint of the specs they were
+        # created from: the sync that finds one ACTIVE with unchanged specs skips re-reading
+        # its children (a fully populated create makes all of them or lands in ERROR), and
+        # the floating IPs of its brand-new VIP port. Lost on restart, which only costs
+        # those reads.
         self._fresh: dict[str, str] = {}
+        # Load balancers this process deleted with their Service (`ensure_deleted`): once
+        # one is gone, `get` does not look for another by the Service's names (nothing
+        # creates one while the Service is being deleted). Lost on restart: two reads.
+        self._deleted: set[str] = set()
         # Load balancers named by a Service's id annotation that this process deleted (in
         # ERROR) to replace them: the only missing ones an ensure may create a new load
         # balancer for. Dropped once the replacement is in place; lost on restart, after
@@ -97,7 +108,7 @@ class OctaviaLoadBalancers:
     # --- LoadBalancers ---------------------------------------------------------------------------
     def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
         cfg = self._resolver.resolve(service, (), a.Events(), lookups=False)
-        lb = self._find(cfg)
+        lb = self._find(cfg, after_delete=True)
         # A load balancer still PENDING_DELETE exists: the service controller removes the
         # finalizer only once it is gone, so a delete that fails (ERROR) is retried, not
         # forgotten with the Service.
@@ -115,16 +126,19 @@ class OctaviaLoadBalancers:
         cfg = self._resolver.resolve(service, nodes, events)
         if refusal := cfg.refusal(service):
             raise CloudError(f"{refusal}; no load balancer is created or changed", retryable=False)
-        specs = desired_listeners(cfg, service, nodes)
+        specs = self._specs(cfg, service, nodes)
+        started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs)
+        reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events)
         if not owner:
-            self._join_shared(cfg, lb)
-        if not self._just_created(lb, specs):
-            reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events)
-            reconciler.listeners(specs, owner=owner)
+            self._join_shared(cfg, lb, reconciler)
+        fresh = self._just_created(lb, specs)
+        if not fresh:
+            self._reconcile(cfg, lb, specs, reconciler, owner=owner, started=started)
         if owner and cfg.features.tags and cfg.name not in lb.tags:
-            self._api.update_lb_tags(lb.id, [*(t for t in lb.tags if t), cfg.name])
-        address = self._address(cfg, lb, owner=owner, events=events)
+            tags = [*(t for t in lb.tags if t), cfg.name]
+            reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
+        address = self._address(cfg, lb, owner=owner, events=events, fresh=fresh)
         self._security_groups(events).ensure(cfg, service, nodes)
         with self._lock:
             # The outcome moves the annotation to `lb`.
@@ -142,7 +156,7 @@ class OctaviaLoadBalancers:
         if lb is None or lb.provisioning_status in GONE:
             raise CloudError(f"Service {service.key} has no load balancer yet")
         self._require_active(lb)
-        specs = desired_listeners(cfg, service, nodes)
+        specs = self._specs(cfg, service, nodes)
         Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events).backends(specs)
         self._security_groups(events).update_members(cfg, service, nodes)
         return events.all()
@@ -167,16 +181,22 @@ class OctaviaLoadBalancers:
         return events.all()
 
     # --- finding and creating --------------------------------------------------------------------
-    def _find(self, cfg: ServiceConfig, *, include_deleting: bool = False) -> LoadBalancer | None:
+    def _find(
+        self, cfg: ServiceConfig, *, include_deleting: bool = False, after_delete: bool = False
+    ) -> LoadBalancer | None:
         """By the id annotation, else by name, else by the legacy name. An id that names no
-        load balancer falls back to the names (a stale id pyccm wrote heals); only
-        `_usable_lb` decides whether nothing found allows a create."""
+        load balancer falls back to the names (a stale id pyccm wrote heals), unless
+        `after_delete` and this process deleted it with its Service; only `_usable_lb`
+        decides whether nothing found allows a create."""
         if cfg.lb_id:
             lb = self._api.get_lb(cfg.lb_id)
             if lb is not None and lb.provisioning_status != DELETED:
                 return lb
             if include_deleting:
                 return None
+            with self._lock:
+                if after_delete and cfg.lb_id in self._deleted:
+                    return None
             log.info("load balancer %s of %s does not exist; looking by name", cfg.lb_id, cfg.name)
         for name in (cfg.name, cfg.legacy_name):
             found = self._api.find_lbs(name)
@@ -198,10 +218,10 @@ class OctaviaLoadBalancers:
         lb = self._find(cfg)
         if lb is None:
             self._require_creatable(cfg)
-            created = self._api.create_lb(self._create_body(cfg, specs))
-            if not cfg.serial:
+            created, populated = self._create(cfg, specs)
+            if populated:
                 with self._lock:
-                    self._fresh[created.id] = repr(specs)
+                    self._fresh[created.id] = fingerprint(specs)
             log.info("created load balancer %s (%s) for %s", created.id, created.name, cfg.name)
             raise self._api.backoff.retry(created.id, "was just created")
         # Found by name despite an id annotation, a legacy name is this Service's own too.
@@ -212,6 +232,7 @@ class OctaviaLoadBalancers:
             # Upstream's recovery: delete it; the next sync creates a fresh one.
             log.warning("load balancer %s is in ERROR: deleting it to recreate it", lb.id)
             self._just_created(lb, specs)  # forget it
+            self._verified.forget(lb.id)
             if lb.id == cfg.lb_id:
                 with self._lock:
                     self._replacing.add(lb.id)
@@ -236,17 +257,61 @@ class OctaviaLoadBalancers:
 
     def _just_created(self, lb: LoadBalancer, specs: Sequence[ListenerSpec]) -> bool:
         with self._lock:
-            return self._fresh.pop(lb.id, None) == repr(specs)
+            return self._fresh.pop(lb.id, None) == fingerprint(specs)
+
+    def _reconcile(
+        self,
+        cfg: ServiceConfig,
+        lb: LoadBalancer,
+        specs: Sequence[ListenerSpec],
+        reconciler: Reconciler,
+        *,
+        owner: bool,
+        started: float,
+    ) -> None:
+        """The listeners and what hangs off them, read and compared unless `lb` has not
+        changed since they last matched these specs (`verified.py`)."""
+        key, print_ = (lb.id, cfg.name), fingerprint(specs)
+        if self._verified.unchanged(key, lb, print_):
+            return
+        reconciler.listeners(specs, owner=owner)
+        if not reconciler.wrote:
+            self._verified.record(key, lb, print_, started=started)
+
+    def _specs(
+        self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]
+    ) -> list[ListenerSpec]:
+        backends = self._backends.of(nodes, cfg.node_selector, cfg.ip_version)
+        return desired_listeners(cfg, service, backends)
 
     def _require_active(self, lb: LoadBalancer) -> None:
         if lb.provisioning_status == ACTIVE:
             self._api.backoff.clear(lb.id)
+            self._verified.observe(lb)
             return
         if is_pending(lb):
             raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
         raise CloudError(f"load balancer {lb.id} is {lb.provisioning_status}")
 
-    def _create_body(self, cfg: ServiceConfig, specs: Sequence[ListenerSpec]) -> dict[str, Any]:
+    def _create(
+        self, cfg: ServiceConfig, specs: Sequence[ListenerSpec]
+    ) -> tuple[LoadBalancer, bool]:
+        """The fully populated create; (the load balancer, whether it has every child).
+        When the cloud's body limit refuses the members, the load balancer is created with
+        its listeners, pools and monitors only: the next syncs find the pools short of
+        members and fill them (in parts, `batch.py`). A 413 is answered before anything
+        is created, so the second POST creates nothing twice."""
+        try:
+            return self._api.create_lb(self._create_body(cfg, specs)), not cfg.serial
+        except BodyTooLarge:
+            if cfg.serial or not any(spec.pool.member_count for spec in specs):
+                raise
+        log.info("the members of %s are over the body limit: created without them", cfg.name)
+        return self._api.create_lb(self._create_body(cfg, specs, with_members=False)), False
+
+    def _create_body(
+        self, cfg: ServiceConfig, specs: Sequence[ListenerSpec], *, with_members: bool = True
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"name": cfg.name, "description": cfg.description}
         if cfg.lb_provider:
             body["provider"] = cfg.lb_provider
@@ -258,7 +323,7 @@ class OctaviaLoadBalancers:
             body["availability_zone"] = cfg.availability_zone
         body |= self._vip(cfg)
         if not cfg.serial:
-            body["listeners"] = [spec.create_body() for spec in specs]
+            body["listeners"] = [spec.create_body(with_members=with_members) for spec in specs]
         return body
 
     @staticmethod
@@ -272,7 +337,7 @@ class OctaviaLoadBalancers:
         return vip
 
     # --- shared load balancers -------------------------------------------------------------------
-    def _join_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
+    def _join_shared(self, cfg: ServiceConfig, lb: LoadBalancer, reconciler: Reconciler) -> None:
         """Checks, then tags the load balancer with this Service *before* adding listeners,
         so its owner's deletion sees it is shared even if this sync stops half-way."""
         if not cfg.features.tags:
@@ -290,7 +355,9 @@ class OctaviaLoadBalancers:
                 f"(max-shared-lb = {cfg.max_shared_lb})",
                 retryable=False,
             )
-        self._api.update_lb_tags(lb.id, [*(t for t in lb.tags if t), cfg.name])
+        reconciler.write(
+            partial(self._api.update_lb_tags, lb.id, [*(t for t in lb.tags if t), cfg.name])
+        )
 
     def _leave_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
         """Remove this Service's listeners (and pools) and its tag; the LB stays."""
@@ -299,23 +366,27 @@ class OctaviaLoadBalancers:
         if cfg.name in lb.tags:
             # An empty list clears them (upstream sends [""] only because gophercloud
             # drops empty lists from its request bodies).
-            self._api.update_lb_tags(lb.id, [t for t in lb.tags if t and t != cfg.name])
+            tags = [t for t in lb.tags if t and t != cfg.name]
+            reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
 
     # --- deletion --------------------------------------------------------------------------------
     def _delete_lb(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
         if not cfg.keep_floatingip:
             FloatingIps(api=self._api, events=a.Events()).delete_ours(lb)
+        reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
         if not cfg.cascade_delete:
-            reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
             reconciler.delete_listeners(self._api.listeners(lb.id))
             for pool in self._api.pools(lb.id):
-                self._api.delete_pool(lb.id, pool.id)
-        self._api.delete_lb(lb.id, cascade=cfg.cascade_delete)
+                reconciler.write(partial(self._api.delete_pool, lb.id, pool.id))
+        reconciler.write(partial(self._api.delete_lb, lb.id, cascade=cfg.cascade_delete))
+        self._verified.forget(lb.id)
+        with self._lock:
+            self._deleted.add(lb.id)
         raise self._api.backoff.retry(lb.id, "is being deleted")
 
     # --- address ---------------------------------------------------------------------------------
     def _address(
-        self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, events: a.Events
+        self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, events: a.Events, fresh: bool
     ) -> str:
         if cfg.ip_version == 6:
             if not cfg.internal:
@@ -324,7 +395,7 @@ class OctaviaLoadBalancers:
                     "an IPv6 load balancer is reached on its VIP: no floating IP",
                 )
             return lb.vip_address
-        return FloatingIps(api=self._api, events=events).address(cfg, lb, owner=owner)
+        return FloatingIps(api=self._api, events=events).address(cfg, lb, owner=owner, fresh=fresh)
 
     def _security_groups(self, events: a.Events) -> SecurityGroups:
         return SecurityGroups(api=self._api, events=events)

@@ -2,22 +2,28 @@
 
 Reads first (listeners, pools: two listings for the whole load balancer), then only the
 writes that differ, so a Service whose load balancer is already right costs reads only.
-Each write may leave the load balancer PENDING_*; the next write then gets Octavia's 409,
-which `Api.write` turns into `RetryAfter`: the sync ends there and the next one re-reads
-and carries on. Every step is a comparison against the cloud's state, so
-repeating it after a crash at any point does no harm.
+Each write leaves the load balancer PENDING_UPDATE, so a sync makes at most one Octavia
+write to it (`write`): a second would only earn Octavia's 409 (a whole member list
+sent for nothing); `RetryAfter` ends the sync instead and the next one re-reads and
+carries on. Every step is a comparison against the cloud's state, so repeating it after
+a crash at any point does no harm.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
 from provider.errors import CloudError, ProviderError, RetryAfter
-from provider.openstack.loadbalancer.api import Api
+from provider.openstack.loadbalancer.api import Api, BodyTooLarge
+from provider.openstack.loadbalancer.batch import converge_in_parts
 from provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
-from provider.openstack.loadbalancer.resources import Listener, Pool
+from provider.openstack.loadbalancer.resources import Listener, Member, Pool
 from provider.openstack.loadbalancer.service_annotations import Events
 from provider.openstack.loadbalancer.service_config import ServiceConfig
+
+T = TypeVar("T")
 
 
 def _key(listener: Listener) -> tuple[str, int]:
@@ -30,6 +36,21 @@ class Reconciler:
         self._lb_id = lb_id
         self._cfg = cfg
         self._events = events
+        self._wrote = False
+
+    def write(self, action: Callable[[], T]) -> T:
+        """Every Octavia write to this load balancer goes through here: after one that
+        succeeded (it left the load balancer PENDING_UPDATE), the next raises `RetryAfter`
+        instead of being sent. A failed write did nothing, so it does not count."""
+        if self._wrote:
+            raise self._api.backoff.retry(self._lb_id, "has more changes, once it is ACTIVE")
+        result = action()
+        self._wrote = True
+        return result
+
+    @property
+    def wrote(self) -> bool:
+        return self._wrote
 
     # --- whole Service (ensure) ------------------------------------------------------------------
     def listeners(self, specs: Sequence[ListenerSpec], *, owner: bool) -> None:
@@ -50,7 +71,7 @@ class Reconciler:
                 continue
             changes = spec.changes(found)
             if changes:
-                self._api.update_listener(self._lb_id, found.id, changes)
+                self.write(partial(self._api.update_listener, self._lb_id, found.id, changes))
             self.pool(spec, found, pools)
 
     def owned_listeners(self, *, owner: bool) -> list[Listener]:
@@ -81,7 +102,7 @@ class Reconciler:
             self._create_pool(spec.pool, listener.id)
             return
         if pool.protocol != spec.pool.protocol:
-            self._api.delete_pool(self._lb_id, pool.id)
+            self.write(partial(self._api.delete_pool, self._lb_id, pool.id))
             self._create_pool(spec.pool, listener.id)
             return
         self._update_pool(spec.pool, pool)
@@ -93,7 +114,7 @@ class Reconciler:
         if not changes:
             return
         try:
-            self._api.update_pool(self._lb_id, pool.id, changes)
+            self.write(partial(self._api.update_pool, self._lb_id, pool.id, changes))
         except RetryAfter:
             raise
         except ProviderError as exc:
@@ -107,57 +128,78 @@ class Reconciler:
         if self._cfg.serial:
             self._members_one_by_one(spec, pool)
             return
-        if len(pool.members) == len(spec.members):
+        current: list[Member] | None = None
+        if len(pool.members) == spec.member_count:
             # Same count: read them to compare. A different count is a change for sure,
             # and saves the read.
-            if not spec.members:
+            if not spec.member_count:
                 return
-            current = frozenset(member_key(m) for m in self._api.members(pool.id))
-            if current == spec.member_keys:
+            current = self._api.members(pool.id)
+            if frozenset(member_key(m) for m in current) == spec.member_keys:
                 return
-        self._api.replace_members(self._lb_id, pool.id, [m.body() for m in spec.members])
+        try:
+            self.write(
+                partial(self._api.replace_members, self._lb_id, pool.id, spec.member_bodies())
+            )
+            return
+        except BodyTooLarge:
+            pass  # refused here or answered 413: nothing was done
+        have = current if current is not None else self._members_of(pool)
+        if not self.write(partial(converge_in_parts, self._api, self._lb_id, spec, pool.id, have)):
+            raise self._api.backoff.retry(
+                self._lb_id, f"gets the members of pool {pool.name} in parts (body limit)"
+            )
+
+    def _members_of(self, pool: Pool) -> list[Member]:
+        return self._api.members(pool.id) if pool.members else []
 
     def _members_one_by_one(self, spec: PoolSpec, pool: Pool) -> None:
         """`provider-requires-serial-api-calls`: one member per call, for providers without
-        the batch update; each call may end the sync with a 409, the next one resumes."""
-        current = {member_key(m): m for m in self._api.members(pool.id)} if pool.members else {}
-        for wanted in spec.members:
-            if wanted.key not in current:
-                self._api.create_member(self._lb_id, pool.id, wanted.body())
+        the batch update, one call per sync (the next one resumes)."""
+        current = {member_key(m): m for m in self._members_of(pool)}
+        for key, body in spec.members.items():
+            if key not in current:
+                self.write(partial(self._api.create_member, self._lb_id, pool.id, body))
+        wanted = spec.member_keys
         for key, existing in current.items():
-            if key not in spec.member_keys:
-                self._api.delete_member(self._lb_id, pool.id, existing.id)
+            if key not in wanted:
+                self.write(partial(self._api.delete_member, self._lb_id, pool.id, existing.id))
 
     def _monitor(self, spec: PoolSpec, pool: Pool) -> None:
         wanted = spec.monitor
         if pool.healthmonitor_id is None:
             if wanted is not None:
-                self._api.create_monitor(self._lb_id, wanted.body() | {"pool_id": pool.id})
+                body = wanted.body() | {"pool_id": pool.id}
+                self.write(partial(self._api.create_monitor, self._lb_id, body))
             return
         if wanted is None:
-            self._api.delete_monitor(self._lb_id, pool.healthmonitor_id)
+            self.write(partial(self._api.delete_monitor, self._lb_id, pool.healthmonitor_id))
             return
         current = self._api.get_monitor(pool.healthmonitor_id)
         if current is None or current.type != wanted.type:
             if current is not None:
-                self._api.delete_monitor(self._lb_id, current.id)
-            self._api.create_monitor(self._lb_id, wanted.body() | {"pool_id": pool.id})
+                self.write(partial(self._api.delete_monitor, self._lb_id, current.id))
+            self.write(
+                partial(self._api.create_monitor, self._lb_id, wanted.body() | {"pool_id": pool.id})
+            )
             return
         changes = wanted.changes(current)
         if changes:
-            self._api.update_monitor(self._lb_id, current.id, changes)
+            self.write(partial(self._api.update_monitor, self._lb_id, current.id, changes))
 
     # --- creation and deletion -------------------------------------------------------------------
     def _create_listener(self, spec: ListenerSpec) -> None:
-        listener = self._api.create_listener(self._lb_id, spec.body())
+        listener = self.write(partial(self._api.create_listener, self._lb_id, spec.body()))
         self._create_pool(spec.pool, listener.id)
 
     def _create_pool(self, spec: PoolSpec, listener_id: str) -> None:
         # The pool alone, as upstream does: the members (one batch update) and the monitor
         # follow once the load balancer is ACTIVE again, in the next syncs, which find the
         # bare pool and fill it like any pool that differs from its spec.
-        self._api.create_pool(self._lb_id, spec.body() | {"listener_id": listener_id})
-        if spec.members or spec.monitor is not None:
+        self.write(
+            partial(self._api.create_pool, self._lb_id, spec.body() | {"listener_id": listener_id})
+        )
+        if spec.member_count or spec.monitor is not None:
             # The create left the load balancer PENDING_UPDATE: the next write would only
             # earn a 409, so stop here.
             raise self._api.backoff.retry(self._lb_id, "got a new pool; its members come next")
@@ -166,8 +208,8 @@ class Reconciler:
         pool = _pool_of(listener, pools)
         if pool is not None:
             # Deleting a pool deletes its members and monitor with it.
-            self._api.delete_pool(self._lb_id, pool.id)
-        self._api.delete_listener(self._lb_id, listener.id)
+            self.write(partial(self._api.delete_pool, self._lb_id, pool.id))
+        self.write(partial(self._api.delete_listener, self._lb_id, listener.id))
 
     # --- ownership -------------------------------------------------------------------------------
     def _is_ours(self, listener: Listener, *, owner: bool) -> bool:

@@ -35,6 +35,10 @@ class LoadBalancer(_Json, frozen=True):
     tags: list[str] = []
     listeners: list[Ref] = []
     pools: list[Ref] = []
+    # Set by every status change, so by every write to the load balancer or its children
+    # (Octavia locks the load balancer PENDING_UPDATE for each): `verified.py` uses it as a
+    # version. None until the first change.
+    updated_at: str | None = None
 
 
 class LoadBalancerEnvelope(_Json, frozen=True):

@@ -113,8 +113,17 @@ class SecurityGroups:
                 self._api.delete_security_group_rule(rule_id)
 
     def _attach(self, cfg: ServiceConfig, group: SecurityGroup, nodes: Sequence[Node]) -> None:
+        # One listing of the ports that have the group already, so that only the nodes
+        # still without it cost a port lookup each (not every node on every sync).
+        attached = {
+            fixed.ip_address
+            for port in self._api.ports_with_group(group.id)
+            for fixed in port.fixed_ips
+        }
         for node in eligible_nodes(cfg, nodes):
             address = member_address(node, cfg.ip_version)
+            if not address or address in attached:
+                continue
             try:
                 _, server_id = parse_provider_id(node.spec.provider_id)
             except InvalidProviderId:

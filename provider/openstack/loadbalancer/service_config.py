@@ -409,10 +409,9 @@ class Resolver:
 
     def _subnet_of_first_node(self, nodes: Sequence[Node], version: int) -> str:
         """Upstream's autodetection: the subnet of the first node's address, from its port."""
-        usable = [n for n in nodes if member_address(n, version)]
-        if not usable:
+        node = next((n for n in nodes if member_address(n, version)), None)
+        if node is None:
             raise CloudError("no node address to find the load balancer's subnet from")
-        node = usable[0]
         try:
             _, server_id = parse_provider_id(node.spec.provider_id)
         except InvalidProviderId as exc:
