@@ -35,7 +35,7 @@ def one_run(*, nodes: int, latency: float, syncs: int, qps: int, timeout: float)
         reader = Informer(
             client=client,
             resource=NODES,
-            sink=Cache(session=SessionId("b"), publish=lambda delta: None).nodes,
+            sink=Cache(session=SessionId("b"), publish=lambda channel, delta: None).nodes,
         )
         started = time.perf_counter()
         stack.enter_context(process_tree(world, node_syncs=syncs, kube_api_qps=qps))

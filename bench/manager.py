@@ -191,6 +191,7 @@ def _subscriber(pub: str, router: str, expected: int, results: Any, name: str) -
         settings=BusClientSettings(pub_address=pub, router_address=router),
         worker=name,
         session=SessionId(uuid.uuid4().hex),
+        view="cloud-node",
         topics=(Topic.NODE,),
         replica=replica,
     )
@@ -215,8 +216,8 @@ def bench_bus(count: int, *, rate: float | None) -> dict[str, float]:
     session = SessionId(uuid.uuid4().hex)
     holder: list[BusServer] = []
 
-    def publish(delta: Any) -> None:
-        holder[0].publish(delta)
+    def publish(channel: str, delta: Any) -> None:
+        holder[0].publish(channel, delta)
 
     cache = Cache(session=session, publish=publish)
     server = BusServer(settings=settings, session=session, cache=cache, on_result=lambda i, r: None)
@@ -247,6 +248,10 @@ def bench_bus(count: int, *, rate: float | None) -> dict[str, float]:
                 metadata=OwnerMeta(
                     name=f"n{index % 5000}",
                     resource_version=str(index + 1),
+                    # A label that changes every time: the cloud-node view the
+                    # subscribers ask for carries labels and annotations, so each upsert
+                    # is one delta on their channel.
+                    labels={"update": str(index)},
                     annotations={"sent": stamp} if stamp else {},
                 )
             )

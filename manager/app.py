@@ -88,8 +88,8 @@ class Manager:
         self._transition = threading.Lock()
         self.exit_code = 0
 
-    def _publish(self, delta: Delta) -> None:
-        self.bus.publish(delta)
+    def _publish(self, channel: str, delta: Delta) -> None:
+        self.bus.publish(channel, delta)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._terminate)

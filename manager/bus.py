@@ -26,7 +26,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from manager import metrics
-from manager.store import Cache
+from manager.store import Cache, Channel
 from protocol.addresses import ServerCurve, require_curve
 from protocol.drops import DropLog
 from protocol.mailbox import Mailbox
@@ -50,6 +50,7 @@ from protocol.messages import (
     decode,
     encode,
 )
+from protocol.views import Node, Service
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,8 @@ class WorkerState:
     name: str
     session: SessionId
     last_seen: float
-    seqs: dict[Topic, int] = field(default_factory=dict)
+    # Per channel (protocol.projections.channel).
+    seqs: dict[str, int] = field(default_factory=dict)
 
 
 class BusServer:
@@ -142,11 +144,11 @@ class BusServer:
         # server gets a context of its own so two of them in one process do not clash.
         self._own_context = context is None and settings.curve is not None
         self._context = context or (zmq.Context() if self._own_context else zmq.Context.instance())
-        # Frames for the bus thread to send; a delta carries its (topic, seq) so the
+        # Frames for the bus thread to send; a delta carries its (channel, seq) so the
         # heartbeat can announce only what was really published: announcing the cache's
         # sequence would race deltas still in this mailbox and fake a gap.
-        self._outbox: Mailbox[tuple[list[bytes], Topic | None, Seq]] = Mailbox()
-        self._published: dict[Topic, Seq] = {}
+        self._outbox: Mailbox[tuple[list[bytes], str | None, Seq]] = Mailbox()
+        self._published: dict[str, Seq] = {}
         self._serving = threading.Event()
         self._paused = False
         self._stop = threading.Event()
@@ -166,13 +168,11 @@ class BusServer:
         self._stop.set()
         self._thread.join(5)
 
-    def publish(self, delta: Delta) -> None:
+    def publish(self, channel: str, delta: Delta) -> None:
         if not self._serving.is_set():
             return
-        metrics.BUS_SEQUENCE.labels(topic=delta.topic.value).set(delta.seq)
-        self._outbox.put(
-            ([_PUB, delta.topic.value.encode(), encode(delta)], delta.topic, delta.seq)
-        )
+        metrics.BUS_SEQUENCE.labels(channel=channel).set(delta.seq)
+        self._outbox.put(([_PUB, channel.encode(), encode(delta)], channel, delta.seq))
 
     def send(self, identity: WorkerIdentity, message: Message) -> None:
         self._push([_ROUTER, identity, encode(message)])
@@ -266,11 +266,11 @@ class BusServer:
         sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
 
     def _forward(self, pub: zmq.Socket[bytes], router: zmq.Socket[bytes]) -> None:
-        for (kind, address, payload), topic, seq in self._outbox.drain():
+        for (kind, address, payload), channel, seq in self._outbox.drain():
             target = pub if kind == _PUB else router
             target.send_multipart([address, payload])
-            if topic is not None:
-                self._published[topic] = seq
+            if channel is not None:
+                self._published[channel] = seq
 
     def _receive(self, router: zmq.Socket[bytes]) -> None:
         while True:
@@ -322,25 +322,30 @@ class BusServer:
             reason = "not leading yet" if not self._serving.is_set() else "cache not synced yet"
             self.send(identity, Refused(session=self._session, reason=reason))
             return
-        for topic in hello.topics:
-            self.send(identity, self._snapshot(topic))
+        channels = [self._cache.channel(hello.view, topic) for topic in hello.topics]
+        for topic, chan in zip(hello.topics, channels, strict=True):
+            if chan is None:
+                # A worker built for another manager version: it would never sync.
+                reason = f"no view {hello.view!r} of {topic.value} on this manager"
+                log.error("refused worker %s: %s", hello.worker, reason)
+                self.send(identity, Refused(session=self._session, reason=reason, fatal=True))
+                return
+        for chan in channels:
+            assert chan is not None
+            self.send(identity, self._snapshot(chan))
 
-    def _snapshot(self, topic: Topic) -> Snapshot:
-        if topic is Topic.NODE:
-            seq, nodes = self._cache.nodes.snapshot()
-            return Snapshot(
-                session=self._session, topic=topic, seq=seq, nodes=tuple(nodes), paused=self._paused
-            )
-        seq, services = self._cache.services.snapshot()
+    def _snapshot(self, chan: Channel) -> Snapshot:
+        seq, objects = chan.snapshot()
         return Snapshot(
             session=self._session,
-            topic=topic,
+            topic=chan.topic,
             seq=seq,
-            services=tuple(services),
+            nodes=tuple(obj for obj in objects if isinstance(obj, Node)),
+            services=tuple(obj for obj in objects if isinstance(obj, Service)),
             paused=self._paused,
         )
 
-    def _seen(self, name: str, session: SessionId, seqs: Mapping[Topic, int] | None) -> None:
+    def _seen(self, name: str, session: SessionId, seqs: Mapping[str, int] | None) -> None:
         with self._lock:
             state = self._workers.get(name)
             if state is None or state.session != session:
@@ -350,9 +355,13 @@ class BusServer:
             if seqs is not None:
                 state.seqs = dict(seqs)
         if seqs is not None:
-            for topic, seq in seqs.items():
-                lag = self._cache.topic(topic).seq - seq
-                metrics.BUS_WORKER_LAG.labels(worker=name, topic=topic.value).set(max(0, lag))
+            for name_of_channel, seq in seqs.items():
+                chan = self._cache.channels.get(name_of_channel)
+                if chan is not None:
+                    lag = chan.seq - seq
+                    metrics.BUS_WORKER_LAG.labels(worker=name, channel=name_of_channel).set(
+                        max(0, lag)
+                    )
 
     def _heartbeat(self, pub: zmq.Socket[bytes]) -> None:
         beat = Heartbeat(

@@ -8,14 +8,14 @@ from prometheus_client import Counter, Gauge
 # values must vanish from the scrape rather than linger.
 BUS_SEQUENCE = Gauge(
     "pyccm_bus_sequence",
-    "Last sequence number published per topic.",
-    ["topic"],
+    "Last sequence number published per channel (a view of a topic, e.g. route:node).",
+    ["channel"],
     multiprocess_mode="livesum",
 )
 BUS_WORKER_LAG = Gauge(
     "pyccm_bus_worker_lag",
-    "Deltas published but not yet seen by a worker (from its heartbeat).",
-    ["worker", "topic"],
+    "Deltas published on a channel but not yet seen by a worker (from its heartbeat).",
+    ["worker", "channel"],
     multiprocess_mode="livesum",
 )
 LEADER = Gauge(

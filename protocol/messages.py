@@ -19,7 +19,8 @@ import msgspec
 
 from protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeCondition, Service, Taint
 
-PROTOCOL_VERSION = 1
+# 2: a Hello names its view (protocol.projections); heartbeats count sequences per channel.
+PROTOCOL_VERSION = 2
 
 SessionId = NewType("SessionId", str)
 Seq = NewType("Seq", int)
@@ -43,7 +44,8 @@ class _Message(msgspec.Struct, frozen=True, tag_field="msg", omit_defaults=True)
 
 
 class Delta(_Message, frozen=True, tag="delta"):
-    """One change of one object. `obj is None` means the object was deleted."""
+    """One change of one object in one view; `seq` is that channel's sequence. No object
+    means it was deleted, or left the view."""
 
     topic: Topic
     seq: Seq
@@ -53,9 +55,10 @@ class Delta(_Message, frozen=True, tag="delta"):
 
 
 class Heartbeat(_Message, frozen=True, tag="heartbeat"):
-    """Sent each second; carries each topic's last sequence so a quiet gap is still seen."""
+    """Sent each second; carries each channel's last sequence (keyed by
+    `protocol.projections.channel`) so a quiet gap is still seen."""
 
-    seqs: dict[Topic, Seq]
+    seqs: dict[str, Seq]
     paused: bool = False
     # Set when a worker sends it: the manager's /healthz tracks each worker by name.
     worker: str = ""
@@ -78,6 +81,8 @@ class Hello(_Message, frozen=True, tag="hello"):
     worker: str
     topics: tuple[Topic, ...]
     protocol: int = PROTOCOL_VERSION
+    # The controller whose projection (protocol.projections.VIEWS) this worker receives.
+    view: str = ""
 
 
 class Refused(_Message, frozen=True, tag="refused"):
@@ -88,7 +93,7 @@ class Refused(_Message, frozen=True, tag="refused"):
 
 
 class Snapshot(_Message, frozen=True, tag="snapshot"):
-    """The whole cache of one topic as of `seq`."""
+    """One view of one topic, whole, as of `seq` (that channel's sequence)."""
 
     topic: Topic
     seq: Seq

@@ -126,7 +126,9 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"pyccm worker {name}: {error}")
         return 2
-    transport = _transport(args, name=controller.name, controller=controller, replica=replica)
+    transport = _transport(
+        args, name=controller.name, view=name, controller=controller, replica=replica
+    )
     runner = Runner(
         controller=controller,
         replica=replica,
@@ -138,14 +140,19 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _transport(
-    args: argparse.Namespace, *, name: str, controller: Controller, replica: Replica
+    args: argparse.Namespace, *, name: str, view: str, controller: Controller, replica: Replica
 ) -> Transport:
+    """The bus (or the standalone informers); `view` is the canonical controller name,
+    which picks what the manager sends this worker (protocol.projections)."""
     if args.standalone:
         from kubeapi.client import KubeSettings
         from workers.runtime.standalone import StandaloneTransport
 
         return StandaloneTransport(
-            kube=KubeSettings(kubeconfig=args.kubeconfig), topics=controller.topics, replica=replica
+            kube=KubeSettings(kubeconfig=args.kubeconfig),
+            view=view,
+            topics=controller.topics,
+            replica=replica,
         )
     pub, router = resolve(args)
     return BusClient(
@@ -154,6 +161,7 @@ def _transport(
         ),
         worker=name,
         session=SessionId(uuid.uuid4().hex),
+        view=view,
         topics=controller.topics,
         replica=replica,
     )

@@ -59,8 +59,8 @@ class Bus:
         def ack(identity: WorkerIdentity, result: Result) -> None:
             holder[0].send(identity, Ack(session=session, id=result.id))
 
-        def publish(delta: Delta) -> None:
-            holder[0].publish(delta)
+        def publish(channel: str, delta: Delta) -> None:
+            holder[0].publish(channel, delta)
 
         cache = Cache(session=session, publish=publish)
         server = BusServer(settings=self.settings, session=session, cache=cache, on_result=ack)
@@ -77,6 +77,7 @@ class Bus:
         name: str = "node",
         *,
         curve: ClientCurve | None = None,
+        view: str = "cloud-node",
         topics: tuple[Topic, ...] = (Topic.NODE,),
     ) -> tuple[BusClient, Replica]:
         replica = Replica()
@@ -88,6 +89,7 @@ class Bus:
             ),
             worker=name,
             session=SessionId(uuid.uuid4().hex),
+            view=view,
             topics=topics,
             replica=replica,
         )

@@ -51,6 +51,7 @@ def test_a_manager_process_on_tcp_serves_an_authorized_worker(
         ),
         worker="cloud-node",
         session=SessionId(uuid.uuid4().hex),
+        view="cloud-node",
         topics=(Topic.NODE,),
         replica=replica,
     )

@@ -46,13 +46,14 @@ def test_a_gap_in_sequence_makes_the_worker_resnapshot(bus: Bus) -> None:
     eventually(replica.synced.is_set)
     # A delta the worker never saw: sequence jumps from 1 to 3.
     manager.server.publish(
+        "cloud-node:node",
         Delta(
             session=manager.session,
             topic=Topic.NODE,
             seq=Seq(3),
             key="ghost",
             node=node("ghost", 9),
-        )
+        ),
     )
     eventually(lambda: client.resnapshots == 1)
     manager.cache.nodes.upsert(node("b", 2))
@@ -124,8 +125,21 @@ def test_a_malformed_frame_is_counted_and_dropped(bus: Bus) -> None:
     sock.send(b"\xc1 not msgpack")
     eventually(lambda: malformed("manager") == before + 1)
     # The server still answers the next, well-formed, hello.
-    sock.send(encode(Hello(session=SessionId("s"), worker="w", topics=(Topic.NODE,))))
+    sock.send(encode(Hello(session=SessionId("s"), worker="w", topics=(Topic.NODE,), view="route")))
     assert decode(sock.recv()).__class__.__name__ == "Snapshot"
+    sock.close()
+
+
+def test_a_hello_for_a_view_the_manager_does_not_have_is_refused_for_good(bus: Bus) -> None:
+    bus.manager()
+    sock = raw_dealer(bus)
+    # The route controller reads no Services: there is no route view of them.
+    hello = Hello(session=SessionId("s"), worker="w", topics=(Topic.SERVICE,), view="route")
+    sock.send(encode(hello))
+    reply = decode(sock.recv())
+    assert isinstance(reply, Refused)
+    assert reply.fatal
+    assert reply.reason == "no view 'route' of service on this manager"
     sock.close()
 
 

@@ -92,6 +92,7 @@ def worker(manager: subprocess.Popen[bytes], runtime_dir: Path) -> Iterator[Work
         ),
         worker="cloud-node",
         session=SessionId(uuid.uuid4().hex),
+        view="cloud-node",
         topics=(Topic.NODE,),
         replica=replica,
     )

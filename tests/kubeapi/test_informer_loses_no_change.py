@@ -30,7 +30,10 @@ def test_list_then_watch_fills_the_cache_and_follows_changes(
     kube: KubeSimHandle, client: KubeClient
 ) -> None:
     deltas: list[Delta] = []
-    cache = Cache(session=SessionId("s"), publish=deltas.append)
+    cache = Cache(
+        session=SessionId("s"),
+        publish=lambda channel, delta: deltas.append(delta) if channel == "route:node" else None,
+    )
     informer = Informer(client=client, resource=NODES, sink=cache.nodes)
     informer.start()
     try:
@@ -47,7 +50,7 @@ def test_list_then_watch_fills_the_cache_and_follows_changes(
 
 
 def test_a_410_relists_and_emits_the_missed_delete(kube: KubeSimHandle, client: KubeClient) -> None:
-    cache = Cache(session=SessionId("s"), publish=lambda delta: None)
+    cache = Cache(session=SessionId("s"), publish=lambda channel, delta: None)
     informer = Informer(client=client, resource=NODES, sink=cache.nodes)
     informer.start()
     try:
@@ -64,7 +67,7 @@ def test_a_410_relists_and_emits_the_missed_delete(kube: KubeSimHandle, client: 
 
 
 def test_services_decode_into_lean_views(kube: KubeSimHandle, client: KubeClient) -> None:
-    cache = Cache(session=SessionId("s"), publish=lambda delta: None)
+    cache = Cache(session=SessionId("s"), publish=lambda channel, delta: None)
     objects, version = Informer(client=client, resource=SERVICES, sink=cache.services).list_all()
     assert len(objects) == 2
     assert all(s.spec.type == "LoadBalancer" for s in objects)
@@ -81,7 +84,7 @@ class Watched:
 @contextmanager
 def watched_nodes(kube: KubeSimHandle, client: KubeClient) -> Iterator[Watched]:
     """A node informer whose waits are recorded instead of slept, watching when yielded."""
-    cache = Cache(session=SessionId("s"), publish=lambda delta: None)
+    cache = Cache(session=SessionId("s"), publish=lambda channel, delta: None)
     pauses: list[float] = []
     informer = Informer(client=client, resource=NODES, sink=cache.nodes, pause=pauses.append)
     informer.start()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import msgspec
 import zmq
+from prometheus_client import Counter
 from zmq.utils.monitor import recv_monitor_message
 
 from protocol.addresses import ClientCurve, require_curve
@@ -50,9 +51,16 @@ from protocol.messages import (
     decode,
     encode,
 )
+from protocol.projections import channel
 from workers.runtime.replica import Replica
 
 log = logging.getLogger(__name__)
+
+DELTAS_RECEIVED = Counter(
+    "pyccm_bus_deltas_received_total",
+    "Deltas a worker applied to its replica (each one may wake its controller), by topic.",
+    ["worker", "topic"],
+)
 
 
 _HANDSHAKE_FAILURES: dict[int, str] = {
@@ -93,6 +101,7 @@ class BusClient:
         settings: BusClientSettings,
         worker: str,
         session: SessionId,
+        view: str,
         topics: tuple[Topic, ...],
         replica: Replica,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
@@ -100,7 +109,13 @@ class BusClient:
         self._settings = settings
         self._worker = worker
         self._session = session
+        # This controller's projection (protocol.projections): its channels, one per topic.
+        self._view = view
         self._topics = topics
+        self._channels = {topic: channel(view, topic) for topic in topics}
+        self._received = {
+            topic: DELTAS_RECEIVED.labels(worker=worker, topic=topic.value) for topic in topics
+        }
         self._replica = replica
         self._context = context or zmq.Context.instance()
         self._ids = itertools.count(1)
@@ -152,8 +167,8 @@ class BusClient:
 
     def _run(self) -> None:
         sub = self._context.socket(zmq.SUB)
-        for topic in (*self._topics, Topic.CONTROL):
-            sub.setsockopt(zmq.SUBSCRIBE, topic.value.encode())
+        for name in (*self._channels.values(), Topic.CONTROL.value):
+            sub.setsockopt(zmq.SUBSCRIBE, name.encode())
         self._secure(sub)
         sub.connect(self._settings.pub_address)
         dealer = self._context.socket(zmq.DEALER)
@@ -281,6 +296,9 @@ class BusClient:
                 )
 
     def _on_delta(self, delta: Delta, dealer: zmq.Socket[bytes]) -> None:
+        if delta.topic not in self._channels:
+            self._drops.dropped(ValueError(f"a delta of {delta.topic.value}, not subscribed"))
+            return
         if self._awaiting:
             self._buffer.append(delta)
             return
@@ -299,6 +317,7 @@ class BusClient:
 
     def _apply(self, delta: Delta) -> None:
         self._seqs[delta.topic] = delta.seq
+        self._received[delta.topic].inc()
         self._replica.apply(delta.topic, delta.key, delta.node or delta.service)
 
     def _on_snapshot(self, snapshot: Snapshot, dealer: zmq.Socket[bytes]) -> None:
@@ -339,8 +358,8 @@ class BusClient:
         if beat.session != self._manager:
             self._resnapshot(dealer, reason="manager restarted")
             return
-        for topic in self._topics:
-            if beat.seqs.get(topic, Seq(0)) > self._seqs.get(topic, Seq(0)):
+        for topic, name in self._channels.items():
+            if beat.seqs.get(name, Seq(0)) > self._seqs.get(topic, Seq(0)):
                 self._resnapshot(dealer, reason=f"missed deltas on {topic.value}")
                 return
 
@@ -373,7 +392,9 @@ class BusClient:
 
     def _send_hello(self, dealer: zmq.Socket[bytes]) -> None:
         self._hello_sent = time.monotonic()
-        hello = Hello(session=self._session, worker=self._worker, topics=self._topics)
+        hello = Hello(
+            session=self._session, worker=self._worker, topics=self._topics, view=self._view
+        )
         self._hello_queued = self._send(dealer, encode(hello))
 
     def _poll_ms(self) -> int:
@@ -390,7 +411,8 @@ class BusClient:
         return self._settings.hello_unsent_retry
 
     def _beat(self, dealer: zmq.Socket[bytes]) -> None:
-        beat = Heartbeat(session=self._session, seqs=dict(self._seqs), worker=self._worker)
+        seqs = {self._channels[topic]: seq for topic, seq in self._seqs.items()}
+        beat = Heartbeat(session=self._session, seqs=seqs, worker=self._worker)
         self._send(dealer, encode(beat))
 
     def _send_results(self, dealer: zmq.Socket[bytes]) -> None:

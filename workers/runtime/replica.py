@@ -2,9 +2,9 @@
 
 Controllers read the replica at sync time (level-triggered, STYLE 4) and learn about
 changes through one listener per replica: `(topic, key, old, new)`, where `old is None`
-is an add and `new is None` a delete. Replacing a whole topic (a snapshot after a gap or
-a restart, or an informer relist) emits only the difference, so a resnapshot neither
-floods the queue nor loses a delete.
+is an add and `new is None` a delete; an object stored again unchanged notifies nobody.
+Replacing a whole topic (a snapshot after a gap or a restart, or an informer relist)
+emits only the difference, so a resnapshot neither floods the queue nor loses a delete.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Replica:
             old = objects.pop(key, None) if obj is None else objects.get(key)
             if obj is not None:
                 objects[key] = obj
-        if old is not None or obj is not None:
+        if old != obj:
             self._notify(topic, key, old, obj)
 
     def replace(self, topic: Topic, objs: Iterable[Obj]) -> None:
@@ -46,7 +46,9 @@ class Replica:
             self._objects[topic] = fresh
         for key, old in previous.items():
             new = fresh.get(key)
-            if new is None or _version(new) != _version(old):
+            # Whole-object equality, not resourceVersions: a projection has none, and a
+            # change no controller reads is no change.
+            if new != old:
                 self._notify(topic, key, old, new)
         for key, new in fresh.items():
             if key not in previous:
@@ -75,7 +77,3 @@ class Replica:
     def _notify(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> None:
         for listener in self._listeners:
             listener(topic, key, old, new)
-
-
-def _version(obj: Obj) -> str:
-    return obj.metadata.resource_version

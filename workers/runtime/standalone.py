@@ -14,29 +14,35 @@ from kubeapi.client import KubeClient, KubeSettings
 from kubeapi.informer import NODES, SERVICES, Informer, Resource
 from kubeapi.writer import Writer
 from protocol.messages import Ack, Action, ResultId, SessionId, Topic
+from protocol.projections import VIEWS, View, project
 from protocol.views import Node, Service
 from workers.runtime.replica import Obj, Replica
 
 
 class _TopicSink:
-    """Lets an informer feed one topic of a replica."""
+    """Lets an informer feed one topic of a replica, through the controller's projection
+    (the same one the manager applies), so both transports give it the same replica."""
 
-    def __init__(self, replica: Replica, topic: Topic) -> None:
+    def __init__(self, replica: Replica, topic: Topic, view: View) -> None:
         self._replica = replica
         self._topic = topic
+        self._view = view
 
     def replace(self, objs: list[Obj]) -> None:
-        self._replica.replace(self._topic, objs)
+        projected = (project(self._view, self._topic, obj) for obj in objs)
+        self._replica.replace(self._topic, [obj for obj in projected if obj is not None])
 
     def upsert(self, obj: Obj) -> None:
-        self._replica.apply(self._topic, obj.key, obj)
+        self._replica.apply(self._topic, obj.key, project(self._view, self._topic, obj))
 
     def delete(self, key: str) -> None:
         self._replica.apply(self._topic, key, None)
 
 
 class StandaloneTransport:
-    def __init__(self, *, kube: KubeSettings, topics: tuple[Topic, ...], replica: Replica) -> None:
+    def __init__(
+        self, *, kube: KubeSettings, view: str, topics: tuple[Topic, ...], replica: Replica
+    ) -> None:
         self._client = KubeClient(settings=kube)
         self._writer = Writer(client=self._client)
         self._replica = replica
@@ -47,7 +53,9 @@ class StandaloneTransport:
         }
         self._informers = [
             Informer(
-                client=self._client, resource=resources[topic], sink=_TopicSink(replica, topic)
+                client=self._client,
+                resource=resources[topic],
+                sink=_TopicSink(replica, topic, VIEWS[view]),
             )
             for topic in topics
         ]

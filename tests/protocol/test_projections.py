@@ -1,0 +1,146 @@
+"""What each controller's projection keeps, and the channel names it travels on."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgspec
+import pytest
+
+from protocol.messages import Topic
+from protocol.projections import VIEWS, channel, project
+from protocol.views import Node, Service
+
+NODE_JSON = {
+    "metadata": {
+        "name": "worker-1",
+        "uid": "u-1",
+        "resourceVersion": "812",
+        "labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"},
+        "annotations": {"alpha.kubernetes.io/provided-node-ip": "10.0.0.5"},
+        "deletionTimestamp": "2026-11-25T09:00:00Z",
+    },
+    "spec": {
+        "providerID": "openstack:///4f6c",
+        "podCIDR": "10.244.1.0/24",
+        "podCIDRs": ["10.244.1.0/24"],
+        "taints": [{"key": "node.cloudprovider.kubernetes.io/shutdown", "effect": "NoSchedule"}],
+    },
+    "status": {
+        "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}],
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "KubeletNotReady",
+                "lastHeartbeatTime": "2026-11-25T09:00:10Z",
+            },
+            {"type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated"},
+            {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+        ],
+    },
+}
+
+
+def node() -> Node:
+    return msgspec.convert(NODE_JSON, Node)
+
+
+def test_no_channel_is_a_prefix_of_another_or_of_control() -> None:
+    # ZeroMQ subscriptions match prefixes: one would deliver another view's deltas.
+    names = [channel(view, topic) for view, spec in VIEWS.items() for topic in spec.topics]
+    names.append(Topic.CONTROL.value)
+    for first, second in itertools.permutations(names, 2):
+        assert not second.startswith(first), (first, second)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_no_view_carries_a_resource_version_or_a_heartbeat(view: str) -> None:
+    projected = project(VIEWS[view], Topic.NODE, node())
+    assert isinstance(projected, Node)
+    assert projected.metadata.resource_version == ""
+    assert all(c.last_heartbeat_time is None for c in projected.status.conditions)
+
+
+def test_the_lifecycle_view_keeps_readiness_taints_and_the_provider_id() -> None:
+    projected = project(VIEWS["cloud-node-lifecycle"], Topic.NODE, node())
+    assert isinstance(projected, Node)
+    assert [(c.type, c.status) for c in projected.status.conditions] == [("Ready", "False")]
+    assert [t.key for t in projected.spec.taints] == ["node.cloudprovider.kubernetes.io/shutdown"]
+    assert projected.spec.provider_id == "openstack:///4f6c"
+    assert projected.metadata.labels == {}
+
+
+def test_the_route_view_keeps_pod_cidrs_addresses_and_network_unavailable() -> None:
+    projected = project(VIEWS["route"], Topic.NODE, node())
+    assert isinstance(projected, Node)
+    assert projected.spec.pod_cidrs == ("10.244.1.0/24",)
+    assert projected.status.addresses == node().status.addresses
+    assert [(c.type, c.reason) for c in projected.status.conditions] == [
+        ("NetworkUnavailable", "NoRouteCreated")
+    ]
+    assert projected.spec.taints == ()
+
+
+def test_the_service_view_keeps_what_decides_a_backend() -> None:
+    projected = project(VIEWS["service"], Topic.NODE, node())
+    assert isinstance(projected, Node)
+    assert projected.metadata.labels == NODE_JSON["metadata"]["labels"]  # type: ignore[index]
+    assert projected.metadata.deletion_timestamp == "2026-11-25T09:00:00Z"
+    assert projected.spec.taints == node().spec.taints
+    assert projected.status.addresses == node().status.addresses
+    assert projected.status.conditions == ()
+
+
+def test_the_cloud_node_view_keeps_the_node_ip_annotation() -> None:
+    projected = project(VIEWS["cloud-node"], Topic.NODE, node())
+    assert isinstance(projected, Node)
+    assert projected.metadata.annotations == NODE_JSON["metadata"]["annotations"]  # type: ignore[index]
+    assert projected.metadata.labels == NODE_JSON["metadata"]["labels"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("spec", "finalizers", "kept"),
+    [
+        ({"type": "LoadBalancer"}, [], True),
+        ({"type": "LoadBalancer", "loadBalancerClass": "other.example/lb"}, [], False),
+        ({"type": "ClusterIP"}, [], False),
+        ({"type": "NodePort"}, ["service.kubernetes.io/load-balancer-cleanup"], True),
+    ],
+)
+def test_the_service_view_keeps_services_that_want_or_hold_a_load_balancer(
+    spec: dict[str, str], finalizers: list[str], kept: bool
+) -> None:
+    service = msgspec.convert(
+        {
+            "metadata": {
+                "name": "web",
+                "namespace": "shop",
+                "resourceVersion": "9",
+                "finalizers": finalizers,
+            },
+            "spec": spec,
+        },
+        Service,
+    )
+    projected = project(VIEWS["service"], Topic.SERVICE, service)
+    assert (projected is not None) == kept
+    if projected is not None:
+        assert projected.metadata.resource_version == ""
+        assert isinstance(projected, Service)
+        assert projected.spec == service.spec
+
+
+def test_every_controller_reads_only_topics_its_view_has() -> None:
+    from workers.lifecycle.controller import LifecycleController
+    from workers.node.controller import NodeController
+    from workers.route.controller import RouteController
+    from workers.service.controller import ServiceController
+
+    for name, controller in (
+        ("cloud-node", NodeController),
+        ("cloud-node-lifecycle", LifecycleController),
+        ("route", RouteController),
+        ("service", ServiceController),
+    ):
+        assert set(controller.topics) <= set(VIEWS[name].topics), name
