@@ -9,19 +9,17 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+# The manager's projection for this controller keeps exactly the Services these two
+# decide about (protocol.projections): one definition serves both.
+from protocol.projections import LB_FINALIZER as FINALIZER
+from protocol.projections import wants_load_balancer
 from protocol.views import Node, Service
 
-FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 
 # The values Go's strconv.ParseBool reads as false: only these keep a labelled node in.
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def wants_load_balancer(service: Service) -> bool:
-    """Type LoadBalancer and no `loadBalancerClass` (a class means another controller)."""
-    return service.spec.type == "LoadBalancer" and service.spec.load_balancer_class is None
 
 
 def needs_cleanup(service: Service) -> bool:
