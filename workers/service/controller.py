@@ -42,6 +42,7 @@ from protocol.messages import (
     RecordEvent,
     Topic,
 )
+from protocol.projections import wants_load_balancer
 from protocol.views import Node, Service
 from provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
 from provider.interface import LoadBalancers, ProviderEvent
@@ -58,7 +59,6 @@ from workers.service.policy import (
     is_backend,
     needs_cleanup,
     spec_print,
-    wants_load_balancer,
 )
 
 log = logging.getLogger(__name__)
