@@ -223,6 +223,11 @@ def writes(sim: OpenStackSimHandle, mark: Seq) -> list[tuple[str, str]]:
     return [(c.method, _shape(c.path)) for c in sim.writes(since=mark)]
 
 
+def reads(sim: OpenStackSimHandle, mark: Seq) -> list[str]:
+    """The Octavia and Neutron reads since `mark`, shaped like `lbaas/pools/{id}/members`."""
+    return [_shape(c.path) for c in cloud_calls(sim, mark) if not c.is_write]
+
+
 def _shape(path: str) -> str:
     """`/load-balancer/v2.0/lbaas/pools/<id>/members` → `lbaas/pools/{id}/members`."""
     parts = path.split("?", maxsplit=1)[0].split("/")

@@ -25,7 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provider.openstack.loadbalancer.api import STOCK_BODY_LIMIT, Api, Body, body_size
+from provider.openstack.loadbalancer.api import (
+    STOCK_BODY_LIMIT,
+    Api,
+    Body,
+    BodyTooLarge,
+    body_size,
+)
 from provider.openstack.loadbalancer.desired import PoolSpec, member_key
 from provider.openstack.loadbalancer.resources import Member
 
@@ -65,10 +71,22 @@ def converge_in_parts(
     converged by it; False when more calls are needed (in later syncs)."""
     additions, removals = additions_and_removals(spec, current)
     if additions:
-        part = first_part(additions, api.body_limit.bytes or STOCK_BODY_LIMIT)
-        api.add_members(lb_id, pool_id, part)
+        part = _add_first_part(api, lb_id, pool_id, additions)
         return len(part) == len(additions) and not removals
     if removals:
         api.delete_member(lb_id, pool_id, removals[0])
         return len(removals) == 1
     return True
+
+
+def _add_first_part(api: Api, lb_id: str, pool_id: str, additions: Sequence[Body]) -> list[Body]:
+    """Add as many of `additions` as fit; a part answered 413 (the limit is lower than
+    guessed) taught a lower limit and did nothing, so a smaller one is tried at once."""
+    while True:
+        part = first_part(additions, api.body_limit.bytes or STOCK_BODY_LIMIT)
+        try:
+            api.add_members(lb_id, pool_id, part)
+            return part
+        except BodyTooLarge:
+            if len(part) == 1:
+                raise
