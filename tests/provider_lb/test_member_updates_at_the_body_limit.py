@@ -12,6 +12,7 @@ from provider.openstack.loadbalancer.api import body_size
 from provider.openstack.loadbalancer.batch import additions_and_removals, first_part
 from provider.openstack.loadbalancer.desired import PoolSpec
 from provider.openstack.loadbalancer.resources import Member
+from sim.openstack.calllog import Seq
 from sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     converge,
@@ -31,7 +32,7 @@ def member_names(sim: OpenStackSimHandle) -> list[str]:
     return sorted(m["name"] for m in sim.resources("member"))
 
 
-def member_writes(sim: OpenStackSimHandle, mark: int) -> list[tuple[str, str, int]]:
+def member_writes(sim: OpenStackSimHandle, mark: Seq) -> list[tuple[str, str, int]]:
     """(method, query, status) of every member write since `mark`."""
     return [
         (c.method, c.path.partition("?")[2], c.status)
