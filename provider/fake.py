@@ -37,6 +37,7 @@ from provider.errors import (
     RetryAfter,
 )
 from provider.interface import (
+    InstanceListing,
     InstanceMetadata,
     Instances,
     LoadBalancerOutcome,
@@ -44,6 +45,7 @@ from provider.interface import (
     ProviderEvent,
     ProviderId,
     Route,
+    RouteFailure,
     Routes,
 )
 from provider.settings import ProviderSettings
@@ -52,6 +54,7 @@ FakeMethod = Literal[
     "instance_exists",
     "instance_shutdown",
     "instance_metadata",
+    "instance_listing",
     "lb_get",
     "lb_ensure",
     "lb_update",
@@ -59,6 +62,8 @@ FakeMethod = Literal[
     "routes_list",
     "routes_create",
     "routes_delete",
+    "routes_create_many",
+    "routes_delete_many",
 ]
 
 PROVIDER_ID_PREFIX = "fake:///"
@@ -108,6 +113,8 @@ class _Knobs:
     lb_pending_syncs: int = 0
     lb_retry_delay: float = 1.0
     forced_internal: bool = False
+    # Most routes the router holds (Neutron's max_routes); None = no limit.
+    route_limit: int | None = None
 
 
 class FakeCloud:
@@ -207,6 +214,11 @@ class FakeCloud:
             self._knobs.lb_pending_syncs = syncs
             self._knobs.lb_retry_delay = retry_delay
 
+    def set_route_limit(self, limit: int | None) -> None:
+        """The router holds at most `limit` routes: creates beyond it fail with the limit."""
+        with self._lock:
+            self._knobs.route_limit = limit
+
     def set_forced_internal(self, forced: bool = True) -> None:
         """No floating network: ingress is the VIP and each ensure returns a Warning event."""
         with self._lock:
@@ -286,6 +298,22 @@ class _FakeInstances:
             zone=server.zone,
             region=self._cloud.region,
         )
+
+    def instance_listing(self, *, nodes: Sequence[Node]) -> InstanceListing:
+        """One call for every node; a node whose server is missing, ambiguous or not ours is
+        left out (the caller asks about it alone), as the OpenStack provider does."""
+        self._cloud._enter("instance_listing", f"{len(nodes)} nodes")
+        found: set[str] = set()
+        shutdown: set[str] = set()
+        for node in nodes:
+            try:
+                server = self._cloud._find_server(node)
+            except ProviderError:
+                continue
+            found.add(node.name)
+            if server.shutdown:
+                shutdown.add(node.name)
+        return InstanceListing(found=frozenset(found), shutdown=frozenset(shutdown))
 
 
 def _member_names(nodes: Sequence[Node]) -> tuple[str, ...]:
@@ -393,12 +421,49 @@ class _FakeRoutes:
         self._cloud._enter("routes_create", route.destination_cidr)
         next_hop = _next_hop(route)
         with self._cloud._lock:
-            self._cloud._routes[route.destination_cidr] = next_hop
+            limit = self._cloud._knobs.route_limit
+            table = self._cloud._routes
+            if limit is not None and route.destination_cidr not in table and len(table) >= limit:
+                raise RouteLimit(limit)
+            table[route.destination_cidr] = next_hop
 
     def delete(self, *, route: Route) -> None:
         self._cloud._enter("routes_delete", route.destination_cidr)
         with self._cloud._lock:
             self._cloud._routes.pop(route.destination_cidr, None)
+
+    # A batch is recorded as one `routes_*_many` call (subject: how many routes), then as
+    # each of its routes' `routes_create`/`routes_delete`, so a test sees both the number of
+    # cloud calls and which routes were asked for, and `fail_next("routes_create")` fails one
+    # route of a batch, as a cloud refuses one bad route.
+    def create_many(self, *, routes: Sequence[tuple[str, Route]]) -> tuple[RouteFailure, ...]:
+        self._cloud._enter("routes_create_many", f"{len(routes)} routes")
+        return _each(lambda pair: self.create(name_hint=pair[0], route=pair[1]), routes)
+
+    def delete_many(self, *, routes: Sequence[Route]) -> tuple[RouteFailure, ...]:
+        self._cloud._enter("routes_delete_many", f"{len(routes)} routes")
+        return _each(lambda pair: self.delete(route=pair[1]), [("", r) for r in routes])
+
+
+class RouteLimit(ProviderError):
+    """The fake router is full (its `set_route_limit`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The number of routes exceeds the maximum {limit}.")
+        self.limit = limit
+
+
+def _each(
+    call: Callable[[tuple[str, Route]], None], routes: Sequence[tuple[str, Route]]
+) -> tuple[RouteFailure, ...]:
+    failures = []
+    for pair in routes:
+        try:
+            call(pair)
+        except Exception as error:  # any scripted failure fails this route only
+            limit = error.limit if isinstance(error, RouteLimit) else None
+            failures.append(RouteFailure(route=pair[1], error=str(error), route_limit=limit))
+    return tuple(failures)
 
 
 def _seed_from_file(cloud: FakeCloud, path: Path) -> None:

@@ -82,6 +82,20 @@ class Route(_Outcome, frozen=True):
     target_node_addresses: tuple[NodeAddress, ...] = ()
 
 
+class InstanceListing(_Outcome, frozen=True):
+    """What one listing of the cloud's servers says about a set of nodes (no upstream
+    counterpart: upstream's lifecycle loop asks about each node with its own calls).
+
+    A node in `found` has a server (`instance_exists` would say True); `shutdown` holds those
+    of them whose server is shut down. A node in neither is **not** known to be gone: the
+    listing may have raced with a create, or the node's name may match several servers, so
+    the caller asks `instance_exists` about it before acting.
+    """
+
+    found: frozenset[str] = frozenset()
+    shutdown: frozenset[str] = frozenset()
+
+
 class Instances(Protocol):
     """Upstream `InstancesV2`. Each call looks at `spec.providerID` first, then the name."""
 
@@ -96,6 +110,11 @@ class Instances(Protocol):
     def instance_metadata(self, *, node: Node) -> InstanceMetadata:
         """Raises `InstanceNotFound` when there is no server, `AmbiguousInstance` when the
         name matches several."""
+        ...
+
+    def instance_listing(self, *, nodes: Sequence[Node]) -> InstanceListing:
+        """Which of `nodes` have a server, and which of those are shut down, from one
+        (paged) listing of the servers rather than calls per node."""
         ...
 
 
@@ -120,8 +139,23 @@ class LoadBalancers(Protocol):
         ...
 
 
+class RouteFailure(_Outcome, frozen=True):
+    """A route of a batch that could not be created or deleted, and why."""
+
+    route: Route
+    error: str
+    # Set when the router refused the route because it holds as many routes as it may
+    # (Neutron's `router_route` quota, formerly `max_routes`): that maximum.
+    route_limit: int | None = None
+
+
 class Routes(Protocol):
-    """Upstream `Routes`, for the routes of this cluster on the cloud router."""
+    """Upstream `Routes`, for the routes of this cluster on the cloud router.
+
+    The controller uses the batch calls (`create_many`, `delete_many`): a burst of node
+    joins is one router update, not one per node. `create` and `delete` are upstream's
+    per-route calls, kept for callers that handle one route.
+    """
 
     def list(self, *, nodes: Sequence[Node]) -> tuple[Route, ...]:
         """Every route on the router; `nodes` maps next hops back to node names."""
@@ -133,6 +167,17 @@ class Routes(Protocol):
 
     def delete(self, *, route: Route) -> None:
         """Remove a route returned by `list` (succeeds when it is already gone)."""
+        ...
+
+    def create_many(self, *, routes: Sequence[tuple[str, Route]]) -> tuple[RouteFailure, ...]:
+        """Add every `(name_hint, route)` (idempotent) in as few cloud calls as the cloud
+        allows; the routes that could not be added, each with its reason. A failure of one
+        route never stops the others."""
+        ...
+
+    def delete_many(self, *, routes: Sequence[Route]) -> tuple[RouteFailure, ...]:
+        """Remove every route (as returned by `list`; one already gone counts as removed)
+        in as few cloud calls as the cloud allows; the routes that could not be removed."""
         ...
 
 

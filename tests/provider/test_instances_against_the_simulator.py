@@ -244,3 +244,54 @@ def test_ipv6_support_disabled_drops_the_ipv6_access_ip(
     addresses = instances.instance_metadata(node=node("node-0043")).node_addresses
 
     assert [a.type for a in addresses] == ["InternalIP"]
+
+
+# --- one listing for many nodes ----------------------------------------------------------------
+
+
+def test_one_listing_places_nodes_by_provider_id_or_by_a_name_only_one_server_has(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    create_server(sim, "node-0001")  # a second server with that name
+    sim.set_server_status("node-0002", "SHUTOFF")
+    sim.delete_server("node-0003")
+    nodes = [
+        node("node-0000"),  # by name
+        node("node-0001"),  # by name, ambiguous: left to its own lookup
+        node("renamed", provider_id=f"openstack:///{server_id(sim, 'node-0002')}"),
+        node("node-0003"),  # its server is gone
+        node("elsewhere", provider_id=f"openstack://RegionTwo/{server_id(sim, 'node-0000')}"),
+        node("odd", provider_id="aws:///i-123"),
+    ]
+
+    mark = sim.mark()
+    listing = instances.instance_listing(nodes=nodes)
+
+    assert listing.found == {"node-0000", "renamed"}
+    assert listing.shutdown == {"renamed"}
+    nova = [
+        (c.method, c.path.split("?")[0]) for c in sim.calls(since=mark) if c.service == "compute"
+    ]
+    assert nova == [("GET", "/compute/v2.1/servers/detail")]
+
+
+def test_a_listing_follows_novas_pages(sim: OpenStackSimHandle, make_cloud: MakeCloud) -> None:
+    for index in range(4, 25):
+        sim.add_server(index)
+    sim.set_knobs(nova_page_limit=10)
+    instances = instances_of(make_cloud)
+
+    mark = sim.mark()
+    listing = instances.instance_listing(nodes=[node(f"node-{i:04d}") for i in range(25)])
+
+    assert len(listing.found) == 25
+    assert len([c for c in sim.calls(since=mark) if "/servers/detail" in c.path]) == 3
+
+
+def test_no_nodes_no_listing(sim: OpenStackSimHandle, make_cloud: MakeCloud) -> None:
+    instances = instances_of(make_cloud)
+    mark = sim.mark()
+
+    assert instances.instance_listing(nodes=[]).found == frozenset()
+    assert sim.calls(since=mark) == []

@@ -89,7 +89,9 @@ def test_an_address_change_deletes_the_old_route_before_creating_the_new_one(
     # Both calls name the same destination: a create before the delete would be undone by it.
     assert [c.method for c in harness.cloud.calls[calls_before:]] == [
         "routes_list",
+        "routes_delete_many",
         "routes_delete",
+        "routes_create_many",
         "routes_create",
     ]
 

@@ -1,28 +1,40 @@
-"""cloud-node-lifecycle: upstream §1.2, with NotReady nodes probed concurrently.
+"""cloud-node-lifecycle: upstream §1.2, with one listing of the servers per period.
 
 Every `--node-monitor-period` (5 s) the monitor looks at each node's Ready condition in
 the replica. A Ready node costs no cloud call: only its shutdown taint, if any, is
-removed. Each NotReady node is enqueued and probed by the sync threads, so a mass outage
-of 1,000 nodes is probed `workers` at a time rather than one after another (upstream).
-A probe deletes the Node only on a definite "the server does not exist"; a cloud error
-skips the node this round, never deletes it.
+removed. When some nodes are NotReady, the monitor asks the cloud about all of them with
+one listing (`Instances.instance_listing`: one paged list of the servers), then enqueues
+every node; the sync threads answer each NotReady node from that listing: its server is
+there (shut down: taint it), or it is not. Upstream makes one or two GETs per NotReady node
+and period, 5,000 to 10,000 calls every 5 s in a mass kubelet outage of 5,000 nodes.
+
+The listing is only evidence that a server exists. A node it does not show (a server
+created after the listing, a name several servers share, a providerID of another region)
+is probed alone as upstream does, `workers` probes at a time, and deleted only on a
+definite "the server does not exist"; a cloud error skips the node this round, never
+deletes it. A listing that fails on a retryable error skips every NotReady node this round
+(the cloud is struggling: thousands of probes would not help it); one the cloud refuses
+outright (a policy that forbids listing) leaves every node to its own probe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from protocol.messages import Action, DeleteNode, PatchNode, RecordEvent, Topic
 from protocol.views import Node, Taint
 from provider.errors import ProviderError
-from provider.interface import Instances
+from provider.interface import InstanceListing, Instances
 from workers.runtime.controller import Obj, Periodic, node_ref
 from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from workers.runtime.replica import Replica
 
 SHUTDOWN_TAINT = Taint(key="node.cloudprovider.kubernetes.io/shutdown", effect="NoSchedule")
 COMPONENT = "cloud-node-lifecycle-controller"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,18 @@ class LifecycleSettings:
     monitor_period: float = 5.0
     # Probes of NotReady nodes in flight at once: bounded so an outage cannot flood the cloud.
     workers: int = 20
+
+
+@dataclass(frozen=True)
+class Period:
+    """What the monitor learnt from the cloud at the start of a period."""
+
+    # The listing, or None when there is none (no NotReady node, or it failed).
+    listing: InstanceListing | None = None
+    # The providerID each listed node had when listed: a node changed since is probed.
+    listed: dict[str, str] = field(default_factory=dict)
+    # The listing failed on a retryable error: NotReady nodes wait for the next period.
+    skip: bool = False
 
 
 class LifecycleController:
@@ -45,6 +69,8 @@ class LifecycleController:
         self._replica = replica
         self._instances = instances
         self._settings = settings
+        # Replaced whole by each monitor run, read by the sync threads.
+        self._period = Period()
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return default_controller_rate_limiter()
@@ -55,7 +81,9 @@ class LifecycleController:
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
         def monitor() -> None:
-            for node in self._replica.nodes():
+            nodes = self._replica.nodes()
+            self._period = self._list([node for node in nodes if not is_ready(node)])
+            for node in nodes:
                 enqueue(node.name)
 
         return [Periodic(name="monitor", period=self._settings.monitor_period, run=monitor)]
@@ -66,6 +94,36 @@ class LifecycleController:
             return ()
         if is_ready(node):
             return _untaint(node)
+        period = self._period
+        if period.skip:
+            return ()
+        listing = period.listing
+        if (
+            listing is not None
+            and node.name in listing.found
+            and period.listed.get(node.name) == node.spec.provider_id
+        ):
+            return _taint(node) if node.name in listing.shutdown else ()
+        return self._probe(node)
+
+    def _list(self, not_ready: Sequence[Node]) -> Period:
+        """One listing for every NotReady node; what to do when it fails."""
+        if not not_ready:
+            return Period()
+        try:
+            listing = self._instances.instance_listing(nodes=not_ready)
+        except ProviderError as error:
+            log.warning(
+                "listing the servers of %d NotReady node(s) failed: %s; %s",
+                len(not_ready),
+                error,
+                "they wait for the next period" if error.retryable else "probing each one",
+            )
+            return Period(skip=error.retryable)
+        return Period(listing=listing, listed={n.name: n.spec.provider_id for n in not_ready})
+
+    def _probe(self, node: Node) -> tuple[Action, ...]:
+        """Upstream's per-node questions, for a node the listing could not place."""
         try:
             if not self._instances.instance_exists(node=node):
                 return _delete(node)

@@ -72,10 +72,19 @@ def canonical(cidr: str) -> str:
 
 def owned(cidr: str, *, cluster_cidrs: tuple[Network, ...], route_name: str) -> bool:
     """Whether a route to `cidr` belongs to this cluster (upstream isResponsibleForRoute)."""
-    network = _parse(cidr)
-    if network is None:
+    answer = _owned(cidr, cluster_cidrs)
+    if answer is None:
         log.error("ignoring route %s: unparsable CIDR %r", route_name, cidr)
         return False
+    return answer
+
+
+# Asked for every route of the router at every reconcile: remembered like `canonical`.
+@functools.lru_cache(maxsize=65_536)
+def _owned(cidr: str, cluster_cidrs: tuple[Network, ...]) -> bool | None:
+    network = _parse(cidr)
+    if network is None:
+        return None
     ends = (network.network_address, network.broadcast_address)
     # `in` across families is False, never an error: an IPv6 route is not in an IPv4 CIDR.
     return any(end in cluster for cluster in cluster_cidrs for end in ends)

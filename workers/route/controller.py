@@ -10,11 +10,24 @@ missed). Reconciles start at most once per `min_interval`: a key that comes back
 the meantime into that one run. A node change is routed within about a second; churn costs at
 most one route listing per second.
 
-Inside a reconcile the cloud calls run on a thread pool bounded by `max_in_flight` (upstream's
-200), all deletes before any create, so an update's delete can never remove the route its
-create just wrote. Failed calls are logged and retried by the next reconcile; only a failed
+Inside a reconcile the plan is one set difference of the nodes' pod CIDRs and the router's
+routes, and the cloud gets it as two batches: every delete in one `delete_many`, then every
+create in one `create_many` (so an update's delete can never remove the route its create just
+wrote). The provider turns each batch into as few router calls as the cloud allows, where
+upstream makes one call per route on up to 200 goroutines. Nothing is O(routes) per node
+event: a burst of node changes is folded into one reconcile, and the reconcile is linear in
+nodes and routes. A failed route is logged and retried by the next reconcile; only a failed
 listing fails the sync (the runner backs off). The sync returns the Warning events and the
 NetworkUnavailable conditions for the manager to write.
+
+At the router's route limit (Neutron's `max_routes`) the routes that fit are kept; each node
+left without its route gets a Warning `FailedToCreateRoute` naming the limit (again at most
+every `limit_warning_interval`, so 5,000 refused nodes are not 5,000 events per reconcile),
+`pyccm_route_limit_reached` goes to 1 and `pyccm_routes_over_limit` counts the refused
+routes, and the sync fails so the runner backs off with the route limiter (one retry per
+10 s). The reconciles that node changes bring meanwhile do not ask the router again: their
+creates wait `limit_retry_interval` (10 s) unless a delete in that reconcile made room, so a
+full router costs one refused call per 10 s however fast nodes churn.
 """
 
 from __future__ import annotations
@@ -23,20 +36,18 @@ import datetime
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from protocol.views import Node
 from provider.errors import RetryAfter
-from provider.interface import Route, Routes
+from provider.interface import Route, RouteFailure, Routes
 from workers.route.cidrs import Network, canonical
 from workers.route.plan import CidrState, Create, condition_update, plan_routes, pod_cidrs
 from workers.runtime.clock import MONOTONIC, Clock
-from workers.runtime.controller import Obj, Periodic, node_ref
+from workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
 from workers.runtime.ratelimit import RateLimiter, route_controller_rate_limiter
 from workers.runtime.replica import Replica
 
@@ -49,9 +60,17 @@ COMPONENT = "route_controller"
 ROUTE_SYNCS = Counter(
     "route_controller_route_sync_total", "Reconciles of the node routes (upstream's metric)."
 )
-
-T = TypeVar("T")
-R = TypeVar("R")
+# No upstream counterpart: upstream logs and warns per route and has no limit metric.
+ROUTE_LIMIT_REACHED = Gauge(
+    "pyccm_route_limit_reached",
+    "1 when the last reconcile found the router at its route limit (Neutron max_routes).",
+    multiprocess_mode="livemax",
+)
+ROUTES_OVER_LIMIT = Gauge(
+    "pyccm_routes_over_limit",
+    "Pod routes the router refused for its route limit in the last reconcile.",
+    multiprocess_mode="livemax",
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +81,12 @@ class RouteSettings:
     reconciliation_period: float = 10.0
     # At most one reconcile per second: a change is routed quickly, churn costs one list/s.
     min_interval: float = 1.0
-    # Upstream maxConcurrentRouteOperations: cloud calls in flight within one reconcile.
-    max_in_flight: int = 200
+    # A node refused for the route limit is warned again after this long, not every reconcile:
+    # upstream's event spam filter lets one event per object through every 5 minutes.
+    limit_warning_interval: float = 300.0
+    # Once the router refused routes for its limit, creates wait this long before trying
+    # again (unless a delete made room): the route limiter's 10 s, whatever the node churn.
+    limit_retry_interval: float = 10.0
 
 
 def utc_now() -> datetime.datetime:
@@ -92,6 +115,12 @@ class RouteController:
         self._wall_clock = wall_clock
         self._last_start: float | None = None
         self._start_lock = threading.Lock()
+        # node name -> when it was last warned that the route limit left it without a route.
+        self._limit_warned: dict[str, float] = {}
+        # The router's route limit since it last refused routes (None: not full), and when
+        # creates may try again.
+        self._limit: int | None = None
+        self._retry_limit_at = 0.0
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         # Only a failed listing goes through it: upstream's one retry per 10 s, capped at 10 s.
@@ -137,68 +166,146 @@ class RouteController:
 
     def _reconcile(self, nodes: Sequence[Node], routes: Sequence[Route]) -> tuple[Action, ...]:
         plan = plan_routes(nodes=nodes, routes=routes, cluster_cidrs=self._settings.cluster_cidrs)
-        self._in_parallel(self._delete, plan.deletes)
-        outcomes = self._in_parallel(self._create, plan.creates)
+        freed = self._delete(plan.deletes)
+        failures = self._create(plan.creates, freed=freed)
         states = {name: dict(cidrs) for name, cidrs in plan.states.items()}
         events: list[Action] = []
-        for create, failure in zip(plan.creates, outcomes, strict=True):
+        over_limit: list[RouteFailure] = []
+        for create in plan.creates:
+            failure = failures.get((create.node.name, create.cidr))
             if failure is None:
                 states[create.node.name][canonical(create.cidr)] = CidrState.KEEP
-            else:
-                events.append(failure)
-        return (*events, *self._conditions(nodes, states))
+                continue
+            if failure.failure.route_limit is not None:
+                over_limit.append(failure.failure)
+            if self._should_warn(create, failure.failure):
+                events.append(failure.event)
+        actions = (*events, *self._conditions(nodes, states))
+        self._record_limit(over_limit)
+        if over_limit:
+            # Back off with the route limiter: the router will not take more until routes
+            # go or its limit is raised, and a retry at every node change would only repeat
+            # the refusal.
+            raise SyncFailed(
+                f"the router refused {len(over_limit)} route(s) for its route limit",
+                actions=actions,
+            )
+        return actions
 
-    def _in_parallel(self, call: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        if not items:
-            return []
-        workers = min(self._settings.max_in_flight, len(items))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="route-call") as pool:
-            return list(pool.map(call, items))
-
-    def _delete(self, route: Route) -> None:
+    def _delete(self, routes: Sequence[Route]) -> bool:
+        """Delete every route in one batch; whether any went (room for creates)."""
+        if not routes:
+            return False
         started = self._clock.now()
-        log.info("deleting route %s %s", route.name, route.destination_cidr)
+        for route in routes:
+            log.info("deleting route %s %s", route.name, route.destination_cidr)
         try:
-            self._routes.delete(route=route)
+            failures = self._routes.delete_many(routes=routes)
         except Exception as error:
-            # Any failure, even a provider bug, must not stop the other calls; the next
-            # reconcile tries again.
+            # Even a provider bug must not stop the creates; the next reconcile tries again.
+            failures = tuple(RouteFailure(route=r, error=str(error)) for r in routes)
+        elapsed = go_duration(self._clock.now() - started)
+        for failure in failures:
             log.error(
                 "could not delete route %s %s after %s: %s",
-                route.name,
-                route.destination_cidr,
-                go_duration(self._clock.now() - started),
-                error,
+                failure.route.name,
+                failure.route.destination_cidr,
+                elapsed,
+                failure.error,
             )
+        return len(failures) < len(routes)
 
-    def _create(self, create: Create) -> RecordEvent | None:
-        """Create one route; the FailedToCreateRoute Warning when that fails."""
-        node, started = create.node, self._clock.now()
-        hint = node.metadata.uid
-        route = Route(
-            name="",
-            target_node=node.name,
-            destination_cidr=create.cidr,
-            target_node_addresses=node.status.addresses,
-        )
-        log.info("creating route for node %s %s with hint %s", node.name, create.cidr, hint)
-        try:
-            self._routes.create(name_hint=hint, route=route)
-        except Exception as error:
-            elapsed = go_duration(self._clock.now() - started)
+    def _create(self, creates: Sequence[Create], *, freed: bool) -> dict[tuple[str, str], _Failed]:
+        """Create every route in one batch; the failed ones by (node name, CIDR)."""
+        if not creates:
+            return {}
+        started = self._clock.now()
+        batch = []
+        for create in creates:
+            hint = create.node.metadata.uid
+            log.info(
+                "creating route for node %s %s with hint %s", create.node.name, create.cidr, hint
+            )
+            route = Route(
+                name="",
+                target_node=create.node.name,
+                destination_cidr=create.cidr,
+                target_node_addresses=create.node.status.addresses,
+            )
+            batch.append((hint, route))
+        failures = self._held_back(batch, freed=freed)
+        if failures is None:
+            failures = self._create_many(batch)
+        elapsed = go_duration(self._clock.now() - started)
+        nodes = {create.node.name: create.node for create in creates}
+        failed = {}
+        for failure in failures:
+            route = failure.route
+            node = nodes[route.target_node]
             message = (
-                f"Could not create route {hint} {create.cidr} for node {node.name}"
-                f" after {elapsed}: {error}"
+                f"Could not create route {node.metadata.uid} {route.destination_cidr}"
+                f" for node {node.name} after {elapsed}: {failure.error}"
             )
             log.error("%s", message)
-            return RecordEvent(
+            event = RecordEvent(
                 regarding=node_ref(node),
                 reason="FailedToCreateRoute",
                 message=message,
                 type="Warning",
                 component=COMPONENT,
             )
-        return None
+            failed[(node.name, route.destination_cidr)] = _Failed(failure=failure, event=event)
+        return failed
+
+    def _create_many(self, batch: Sequence[tuple[str, Route]]) -> tuple[RouteFailure, ...]:
+        try:
+            failures = self._routes.create_many(routes=batch)
+        except Exception as error:
+            # Even a provider bug fails only this reconcile's creates.
+            return tuple(RouteFailure(route=r, error=str(error)) for _, r in batch)
+        limits = [f.route_limit for f in failures if f.route_limit is not None]
+        if limits:
+            self._limit = max(limits)
+            self._retry_limit_at = self._clock.now() + self._settings.limit_retry_interval
+        else:
+            self._limit = None
+        return failures
+
+    def _held_back(
+        self, batch: Sequence[tuple[str, Route]], *, freed: bool
+    ) -> tuple[RouteFailure, ...] | None:
+        """While the router is known to be full, creates wait for the retry time (None: go
+        ahead): node changes come every second, the refusal would not change. A delete in
+        this reconcile may have made room, so the creates go ahead at once."""
+        limit = self._limit
+        if limit is None or freed:
+            return None
+        rest = self._retry_limit_at - self._clock.now()
+        if rest <= 0:
+            return None
+        error = (
+            f"the router holds its maximum of {limit or 'its'} routes"
+            f" (Neutron's router_route quota or max_routes); next try in {go_duration(rest)}"
+        )
+        return tuple(RouteFailure(route=r, error=error, route_limit=limit) for _, r in batch)
+
+    def _should_warn(self, create: Create, failure: RouteFailure) -> bool:
+        """Every failure warns, except a route-limit refusal already warned about lately."""
+        if failure.route_limit is None:
+            return True
+        now = self._clock.now()
+        last = self._limit_warned.get(create.node.name)
+        if last is not None and now - last < self._settings.limit_warning_interval:
+            return False
+        self._limit_warned[create.node.name] = now
+        return True
+
+    def _record_limit(self, over_limit: Sequence[RouteFailure]) -> None:
+        ROUTE_LIMIT_REACHED.set(1 if over_limit else 0)
+        ROUTES_OVER_LIMIT.set(len(over_limit))
+        if not over_limit:
+            # The next refusal is news again: warn at once.
+            self._limit_warned.clear()
 
     def _conditions(
         self, nodes: Sequence[Node], states: Mapping[str, Mapping[str, CidrState]]
@@ -213,6 +320,12 @@ class RouteController:
             if condition is not None:
                 patches.append(PatchNodeStatus(name=node.name, conditions=(condition,)))
         return patches
+
+
+@dataclass(frozen=True)
+class _Failed:
+    failure: RouteFailure
+    event: RecordEvent
 
 
 def routing_changed(old: Node, new: Node) -> bool:

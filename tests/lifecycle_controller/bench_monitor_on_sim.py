@@ -1,0 +1,143 @@
+"""One lifecycle monitor period over N NotReady nodes against the OpenStack simulator (not a
+test: pytest does not collect it; timings belong in benchmarks, STYLE 14).
+
+Run: `.venv/bin/python -m tests.lifecycle_controller.bench_monitor_on_sim [nodes]
+[latency_ms]` (defaults 5000, 20).
+
+The simulator runs as its own process (`pyccm sim openstack`, N servers, the given latency),
+so the CPU figure is the controller's and the provider's alone. Every node is NotReady (the
+worst case: a mass kubelet outage; a Ready node costs no cloud call) and carries its server's
+providerID, as an initialized node does. One period is what the runner does every
+`--node-monitor-period`: the monitor periodic runs once, then 20 sync threads (the default
+`--concurrent-node-probes`) sync every key it queued. It prints the Nova calls by kind, the
+wall time and this process's CPU time.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from protocol.messages import Action, Topic
+from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from provider.openstack.client import build_client
+from provider.openstack.cloud import OpenStackCloud
+from provider.openstack.config import load_settings
+from provider.settings import ProviderSettings
+from pyccm.demo import child
+from workers.lifecycle.controller import LifecycleController, LifecycleSettings
+from workers.runtime.replica import Replica
+
+PROBES = 20
+
+
+def admin(url: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{url}/_sim{path}", timeout=60) as answer:
+        return json.load(answer)
+
+
+def not_ready(name: str, server_id: str) -> Node:
+    return Node(
+        metadata=OwnerMeta(name=name, uid=f"uid-{name}", resource_version="1"),
+        spec=NodeSpec(provider_id=f"openstack:///{server_id}"),
+        status=NodeStatus(conditions=(NodeCondition(type="Ready", status="Unknown"),)),
+    )
+
+
+def compute_calls(url: str, since: int) -> Counter[str]:
+    kinds: Counter[str] = Counter()
+    for call in admin(url, f"/calls?since={since}")["calls"]:
+        if call["service"] != "compute":
+            continue
+        parts = call["path"].split("?")[0].split("/")
+        folded = "/".join("{id}" if len(p) == 36 and p.count("-") == 4 else p for p in parts)
+        kinds[f"{call['method']} {folded}"] += 1
+    return kinds
+
+
+def one_period(controller: LifecycleController) -> list[Action]:
+    """The monitor once, then every key it queued synced by PROBES threads."""
+    keys: queue.Queue[str | None] = queue.Queue()
+    for periodic in controller.periodics(keys.put):
+        if periodic.name == "monitor":
+            periodic.run()
+    actions: list[Action] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        while (key := keys.get()) is not None:
+            done = controller.sync(key)
+            with lock:
+                actions.extend(done)
+
+    threads = [threading.Thread(target=work) for _ in range(PROBES)]
+    for thread in threads:
+        keys.put(None)
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return actions
+
+
+def run(nodes: int, latency_ms: float) -> None:
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-life-")))
+        url = stack.enter_context(
+            child(
+                [
+                    *("sim", "openstack", "--seed-nodes", str(nodes)),
+                    *("--write-config", str(workdir), "--latency-ms", str(latency_ms)),
+                ],
+                workdir / "openstack.log",
+            )
+        )
+        conf = workdir / "cloud.conf"
+        provider = ProviderSettings(cloud_config=conf, cloud_api_qps=500.0, cloud_api_burst=500)
+        settings = load_settings(conf, environ={})
+        client = build_client(
+            settings=settings, provider_settings=provider, registry=CollectorRegistry()
+        )
+        cloud = OpenStackCloud(client=client, settings=settings, provider_settings=provider)
+        stack.callback(cloud.close)
+        instances = cloud.instances()
+        assert instances is not None
+        replica = Replica()
+        for server in admin(url, "/resources/server")["items"]:
+            node = not_ready(server["name"], server["id"])
+            replica.apply(Topic.NODE, node.name, node)
+        controller = LifecycleController(
+            replica=replica, instances=instances, settings=LifecycleSettings(workers=PROBES)
+        )
+        mark = admin(url, "/calls?since=0")["next"]
+        started, cpu = time.monotonic(), time.process_time()
+        actions = one_period(controller)
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
+        kinds = compute_calls(url, mark)
+        print(
+            f"nodes {nodes} NotReady, latency {latency_ms:g} ms: one period in {wall:.2f} s wall,"
+            f" {cpu:.2f} s CPU (this process), {len(actions)} actions"
+        )
+        print(f"Nova calls: {sum(kinds.values())}")
+        for kind, count in kinds.most_common():
+            print(f"  {count:6d}  {kind}")
+
+
+def main() -> None:
+    nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+    latency = float(sys.argv[2]) if len(sys.argv) > 2 else 20.0
+    run(nodes, latency)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Routing N nodes from nothing against the OpenStack simulator (not a test: pytest does not
+collect it; timings belong in benchmarks, STYLE 14).
+
+Run: `.venv/bin/python -m tests.route_controller.bench_routes_on_sim [nodes] [latency_ms]
+[time_cap_s]` (defaults 5000, 20, 300).
+
+The simulator runs as its own process (`pyccm sim openstack`, N servers, the given latency on
+every call), so the CPU figure is the route controller's and the provider's alone. The
+controller is the real one over the real OpenStack provider (`--cloud-api-qps` 500, as the
+demo's tree), fed a replica of the N seeded nodes; reconciles run back to back (each waits out
+the controller's one-second minimum interval) until the router holds every node's route and
+every node's NetworkUnavailable condition is False, or the time cap passes. It prints the wall
+time, this process's CPU time, the reconciles and the cloud calls by kind from the simulator's
+call log.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
+from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
+from provider.errors import RetryAfter
+from provider.openstack.client import build_client
+from provider.openstack.cloud import OpenStackCloud
+from provider.openstack.config import load_settings
+from provider.settings import ProviderSettings
+from pyccm.demo import child
+from sim.scenario import CLUSTER_CIDR, seed_node
+from workers.route.cidrs import parse_cluster_cidrs
+from workers.route.controller import KEY, RouteController, RouteSettings
+from workers.runtime.controller import SyncFailed
+from workers.runtime.replica import Replica
+
+
+def seeded(index: int) -> Node:
+    seed = seed_node(index)
+    return Node(
+        metadata=OwnerMeta(name=seed.name, uid=f"uid-{seed.name}", resource_version="1"),
+        spec=NodeSpec(pod_cidrs=(seed.pod_cidr,), pod_cidr=seed.pod_cidr),
+        status=NodeStatus(addresses=(NodeAddress(type="InternalIP", address=seed.internal_ip),)),
+    )
+
+
+def admin(url: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{url}/_sim{path}", timeout=60) as answer:
+        return json.load(answer)
+
+
+def call_kinds(url: str, since: int) -> Counter[str]:
+    """`METHOD /path` of every call since `since`, ids folded to `{id}`."""
+    kinds: Counter[str] = Counter()
+    for call in admin(url, f"/calls?since={since}")["calls"]:
+        if call["service"] == "identity":
+            continue
+        parts = call["path"].split("?")[0].split("/")
+        folded = "/".join("{id}" if len(p) == 36 and p.count("-") == 4 else p for p in parts)
+        kinds[f"{call['method']} {folded}"] += 1
+    return kinds
+
+
+def routed(url: str) -> int:
+    return sum(len(router.get("routes", [])) for router in admin(url, "/resources/router")["items"])
+
+
+def settle(replica: Replica, actions: tuple[Action, ...]) -> int:
+    """Write the conditions into the replica as the manager would; returns False ones."""
+    for action in actions:
+        if isinstance(action, PatchNodeStatus):
+            node = replica.node(action.name)
+            assert node is not None
+            status = NodeStatus(addresses=node.status.addresses, conditions=action.conditions)
+            replica.apply(Topic.NODE, node.name, Node(node.metadata, node.spec, status))
+    return sum(
+        1
+        for node in replica.nodes()
+        if (c := node.condition("NetworkUnavailable")) is not None and c.status == "False"
+    )
+
+
+def run(nodes: int, latency_ms: float, cap: float) -> None:
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-routes-")))
+        url = stack.enter_context(
+            child(
+                [
+                    *("sim", "openstack", "--seed-nodes", str(nodes)),
+                    *("--write-config", str(workdir), "--latency-ms", str(latency_ms)),
+                ],
+                workdir / "openstack.log",
+            )
+        )
+        conf = workdir / "cloud.conf"
+        provider = ProviderSettings(cloud_config=conf, cloud_api_qps=500.0, cloud_api_burst=500)
+        settings = load_settings(conf, environ={})
+        client = build_client(
+            settings=settings, provider_settings=provider, registry=CollectorRegistry()
+        )
+        cloud = OpenStackCloud(client=client, settings=settings, provider_settings=provider)
+        stack.callback(cloud.close)
+        routes = cloud.routes()
+        assert routes is not None
+        replica = Replica()
+        for index in range(nodes):
+            node = seeded(index)
+            replica.apply(Topic.NODE, node.name, node)
+        controller = RouteController(
+            replica=replica,
+            routes=routes,
+            settings=RouteSettings(cluster_cidrs=parse_cluster_cidrs(CLUSTER_CIDR)),
+        )
+        mark = admin(url, "/calls?since=0")["next"]
+        started, cpu = time.monotonic(), time.process_time()
+        reconciles, available, warnings = 0, 0, 0
+        while available < nodes and time.monotonic() - started < cap:
+            try:
+                actions = controller.sync(KEY)
+            except RetryAfter as wait:
+                time.sleep(wait.delay)
+                continue
+            except SyncFailed as failed:
+                actions = failed.actions
+            reconciles += 1
+            warnings += sum(1 for a in actions if isinstance(a, RecordEvent))
+            available = settle(replica, actions)
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
+        kinds = call_kinds(url, mark)
+        print(
+            f"nodes {nodes}, latency {latency_ms:g} ms: {routed(url)} routes on the router, "
+            f"{available} nodes NetworkUnavailable=False, {warnings} warnings, "
+            f"{reconciles} reconciles in {wall:.1f} s wall, {cpu:.2f} s CPU (this process)"
+        )
+        print(f"cloud calls: {sum(kinds.values())}")
+        for kind, count in kinds.most_common():
+            print(f"  {count:6d}  {kind}")
+
+
+def main() -> None:
+    nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+    latency = float(sys.argv[2]) if len(sys.argv) > 2 else 20.0
+    cap = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0
+    run(nodes, latency, cap)
+
+
+if __name__ == "__main__":
+    main()

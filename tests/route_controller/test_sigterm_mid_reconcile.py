@@ -1,0 +1,136 @@
+"""A real worker process, SIGTERMed in the middle of its work against both simulators, exits
+within 2 s (supervisord's patience is 10 s; the fault suite's target is 2 s).
+
+The route worker used to create routes on a ThreadPoolExecutor, whose threads Python joins at
+exit: SIGTERMed with thousands of creates queued, it made every one of them and was killed
+after 10 s. Here it is SIGTERMed while one reconcile of 400 nodes is writing the nodes' ports
+(a cloud call takes 50 ms and the worker's default budget is 20 calls/s, so that reconcile
+needs about 20 s), and must be gone within 2 s without finishing it. The lifecycle worker gets
+the same treatment while it probes 400 NotReady nodes whose servers are gone.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubeapi.client import STRATEGIC_MERGE_PATCH
+from pyccm.demo import REPO, World, simulators
+from sim.scenario import CLUSTER_CIDR, node_name
+from tests.e2e.conftest import Cloud, Kube, wait_for
+
+pytestmark = pytest.mark.e2e
+
+NODES = 400
+LATENCY_MS = 50.0
+# Enough calls seen to be sure the worker is in the middle of its work.
+BUSY = 10
+STOP_WITHIN = 2.0
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def start_worker(world: World, controller: str, *flags: str) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable,
+        "-m",
+        "pyccm",
+        "worker",
+        controller,
+        "--standalone",
+        f"--kubeconfig={world.kubeconfig}",
+        f"--cloud-config={world.cloud_conf}",
+        *flags,
+    ]
+    log = open(world.workdir / f"{controller}.log", "wb")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(command, stdout=log, stderr=log, cwd=REPO)
+    log.close()
+    return process
+
+
+def calls(cloud: Cloud, since: int, matches: Callable[[str, str], bool]) -> int:
+    return sum(1 for c in cloud.calls(since) if matches(c["method"], c["path"]))
+
+
+def seconds_to_exit_on_sigterm(process: subprocess.Popen[bytes]) -> tuple[float, int]:
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout=30)
+    finally:
+        process.kill()
+    return time.monotonic() - started, code
+
+
+def port_write(method: str, path: str) -> bool:
+    return method == "PUT" and path.startswith("/network/v2.0/ports/")
+
+
+def server_lookup(method: str, path: str) -> bool:
+    return method == "GET" and path.startswith("/compute/v2.1/servers/detail?name=")
+
+
+@pytest.fixture
+def routed_world(workdir: Path) -> Iterator[World]:
+    with simulators(workdir, nodes=NODES, latency=LATENCY_MS) as world:
+        yield world
+
+
+@pytest.fixture
+def outage_world(workdir: Path) -> Iterator[World]:
+    """Every node NotReady and no server in the cloud: each node needs its own probe."""
+    with simulators(workdir, nodes=NODES, latency=LATENCY_MS, servers=0) as world:
+        kube = Kube(world.kubeconfig)
+        not_ready = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+        for index in range(NODES):
+            kube.patch(f"/api/v1/nodes/{node_name(index)}/status", not_ready, STRATEGIC_MERGE_PATCH)
+        kube.client.close()
+        yield world
+
+
+def test_the_route_worker_stops_within_2s_in_the_middle_of_a_reconcile(
+    routed_world: World,
+) -> None:
+    cloud = Cloud(routed_world.cloud_url, routed_world.cloud_conf.parent / "clouds.yaml")
+    mark = cloud.mark()
+    worker = start_worker(routed_world, "route", f"--cluster-cidr={CLUSTER_CIDR}")
+    wait_for(
+        lambda: calls(cloud, mark, port_write) >= BUSY,
+        timeout=60,
+        what="the route worker writing the nodes' address pairs",
+    )
+
+    seconds, code = seconds_to_exit_on_sigterm(worker)
+
+    assert code == 0
+    assert seconds < STOP_WITHIN
+    # It left the reconcile unfinished rather than finishing it first.
+    assert calls(cloud, mark, port_write) < NODES
+
+
+def test_the_lifecycle_worker_stops_within_2s_in_the_middle_of_its_probes(
+    outage_world: World,
+) -> None:
+    cloud = Cloud(outage_world.cloud_url, outage_world.cloud_conf.parent / "clouds.yaml")
+    mark = cloud.mark()
+    worker = start_worker(outage_world, "cloud-node-lifecycle")
+    wait_for(
+        lambda: calls(cloud, mark, server_lookup) >= BUSY,
+        timeout=60,
+        what="the lifecycle worker probing the NotReady nodes",
+    )
+
+    seconds, code = seconds_to_exit_on_sigterm(worker)
+
+    assert code == 0
+    assert seconds < STOP_WITHIN
+    assert calls(cloud, mark, server_lookup) < NODES
