@@ -92,6 +92,8 @@ WORKER_PROGRAMS = (
     "worker-route",
 )
 KUBE_WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+# A worker still running this long after SIGTERM is killed (supervisord's stopwaitsecs is 15).
+STOP_LIMIT = 30.0
 CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 Sample = tuple[str, dict[str, str], float]
 
@@ -267,9 +269,38 @@ def initialized(node: Node) -> bool:
     return bool(node.spec.provider_id) and not node.has_taint(UNINITIALIZED)
 
 
+def network_ready(node: Node) -> bool:
+    condition = node.condition("NetworkUnavailable")
+    return condition is not None and condition.status == "False"
+
+
 def eligible_addresses(nodes: Sequence[Node]) -> frozenset[str]:
     """The members every pool should hold: the backends' InternalIPs."""
     return frozenset(internal_ip(n) for n in nodes if is_backend(n) and internal_ip(n))
+
+
+class CloudView(Cloud):
+    """The e2e tests' view of the OpenStack simulator, plus its `/_sim` API as such."""
+
+    def admin(self, method: str, path: str, body: object = None) -> Any:
+        return self._admin(method, path, body)
+
+    def counters(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """(how many of each kind exist, how many were created/updated/deleted)."""
+        answer = self._admin("GET", "/counters")
+        return answer["inventory"], answer["counters"]
+
+
+@dataclass(frozen=True)
+class Turnover:
+    """Node churn keeps the member count (as many nodes join as leave), so it has
+    converged when the count is right *and* the cloud has created and deleted members
+    for every joining and leaving node in every pool (re-created members only add)."""
+
+    created: int  # the member counters when churn began
+    deleted: int
+    to_create: int
+    to_delete: int
 
 
 @dataclass(frozen=True)
@@ -285,26 +316,51 @@ class Progress:
     members_wanted: int
     routes: int
     routes_wanted: int
+    # Nodes whose NetworkUnavailable condition the route worker has set to False.
+    network_ready: int = 0
+    # Members created and deleted since churn began, and how many it needs (0 outside churn).
+    turnover: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     def done(self) -> bool:
+        created, deleted, to_create, to_delete = self.turnover
         return (
             self.initialized == self.nodes
             and self.with_ingress == self.lbs
             and self.members == self.members_wanted
             and self.routes == self.routes_wanted
+            and self.network_ready == self.nodes
+            and created >= to_create
+            and deleted >= to_delete
         )
 
     def text(self) -> str:
         return (
             f"{self.seconds:6.1f}s nodes {self.initialized}/{self.nodes}  "
             f"LBs {self.with_ingress}/{self.lbs}  members {self.members}/{self.members_wanted}  "
-            f"routes {self.routes}/{self.routes_wanted}"
+            f"routes {self.routes}/{self.routes_wanted} (conditions {self.network_ready})"
+            + (
+                " members created {}/{} deleted {}/{}".format(*self.turnover)
+                if any(self.turnover)
+                else ""
+            )
         )
 
 
-def observe(kube: KubeView, cloud: Cloud, *, started: float) -> Progress:
+def observe(
+    kube: KubeView, cloud: CloudView, *, started: float, turnover: Turnover | None = None
+) -> Progress:
     nodes = kube.nodes()
     services = kube.lb_services()
+    inventory, counters = cloud.counters()
+    members = counters.get("member", {})
+    churned = (0, 0, 0, 0)
+    if turnover is not None:
+        churned = (
+            members.get("created", 0) - turnover.created,
+            members.get("deleted", 0) - turnover.deleted,
+            turnover.to_create,
+            turnover.to_delete,
+        )
     wanted_members = len(eligible_addresses(nodes)) * sum(len(s.spec.ports) for s in services)
     routes = {(r, hop) for r, hop in cloud.routes()}
     wanted_routes = {(n.spec.pod_cidr, internal_ip(n)) for n in nodes if n.spec.pod_cidr}
@@ -314,15 +370,23 @@ def observe(kube: KubeView, cloud: Cloud, *, started: float) -> Progress:
         initialized=sum(1 for n in nodes if initialized(n)),
         lbs=len(services),
         with_ingress=sum(1 for s in services if s.status.load_balancer.ingress),
-        members=cloud.inventory().get("member", 0),
+        members=inventory.get("member", 0),
         members_wanted=wanted_members,
         routes=len(routes & wanted_routes) - len(routes - wanted_routes),
         routes_wanted=len(wanted_routes),
+        network_ready=sum(1 for n in nodes if network_ready(n)),
+        turnover=churned,
     )
 
 
 def wait_converged(
-    kube: KubeView, cloud: Cloud, *, started: float, settings: Settings, what: str
+    kube: KubeView,
+    cloud: CloudView,
+    *,
+    started: float,
+    settings: Settings,
+    what: str,
+    turnover: Turnover | None = None,
 ) -> list[Progress]:
     """Poll until everything converged or `settings.timeout`; the timeline of polls (the
     last one done, unless it timed out: the report then says how far it got)."""
@@ -330,7 +394,7 @@ def wait_converged(
     deadline = time.monotonic() + settings.timeout
     shown = 0.0
     while time.monotonic() < deadline:
-        timeline.append(observe(kube, cloud, started=started))
+        timeline.append(observe(kube, cloud, started=started, turnover=turnover))
         if timeline[-1].done():
             print(f"  {what}: {timeline[-1].text()}", flush=True)
             return timeline
@@ -608,6 +672,7 @@ class Converged:
     ingress_at: float
     members_at: float
     routes_at: float
+    conditions_at: float  # every node's NetworkUnavailable=False written
     timeline: list[Progress]
     milestones: dict[str, float]
     add_extraroutes: int
@@ -631,6 +696,7 @@ def converge(bench: Bench, started: TreeStart) -> Converged:
         ingress_at=first_time(timeline, lambda p: p.with_ingress == p.lbs),
         members_at=first_time(timeline, lambda p: p.members == p.members_wanted),
         routes_at=first_time(timeline, lambda p: p.routes == p.routes_wanted),
+        conditions_at=first_time(timeline, lambda p: p.network_ready == p.nodes),
         timeline=timeline,
         milestones=milestones(bench.world, since=started.wall),
         add_extraroutes=calls_to(calls, "/add_extraroutes"),
@@ -730,15 +796,25 @@ def node_churn(bench: Bench) -> Churn:
     stride = max(1, len(nodes) // count)
     leaving = [n.name for n in nodes[::stride][:count]]
     first_new = settings.nodes
+    pools = sum(len(s.spec.ports) for s in kube.lb_services())
+    members = cloud.counters()[1].get("member", {})
+    turnover = Turnover(
+        created=members.get("created", 0),
+        deleted=members.get("deleted", 0),
+        to_create=count * pools,
+        to_delete=len(leaving) * pools,
+    )
     mark = cloud.mark()
     started = time.monotonic()
     for index in range(first_new, first_new + count):
-        cloud_admin(bench.world, "POST", "servers", {"index": index})
+        cloud.admin("POST", "/servers", {"index": index})
     kube.admin("POST", "seed", {"nodes": count})
     for name in leaving:
         kube.client.request("DELETE", f"/api/v1/nodes/{name}")
-        cloud_admin(bench.world, "DELETE", f"servers/{name}")
-    timeline = wait_converged(kube, cloud, started=started, settings=settings, what="churn")
+        cloud.admin("DELETE", f"/servers/{name}")
+    timeline = wait_converged(
+        kube, cloud, started=started, settings=settings, what="churn", turnover=turnover
+    )
     calls = cloud.calls(mark)
     updates = member_updates_per_pool(calls)
     return Churn(
@@ -747,7 +823,7 @@ def node_churn(bench: Bench) -> Churn:
         seconds=finished(timeline),
         timeline=timeline,
         member_updates=updates,
-        pools=sum(len(s.spec.ports) for s in kube.lb_services()),
+        pools=pools,
         add_extraroutes=calls_to(calls, "/add_extraroutes"),
         remove_extraroutes=calls_to(calls, "/remove_extraroutes"),
         calls=operations(calls),
@@ -755,26 +831,12 @@ def node_churn(bench: Bench) -> Churn:
     )
 
 
-def cloud_admin(world: World, method: str, path: str, body: object = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{world.cloud_url.rstrip('/')}/_sim/{path}",
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        return json.load(answer)
-
-
 def correctness(bench: Bench, *, left: set[str]) -> dict[str, str]:
     """What must hold after churn: each check's "ok" or what is wrong."""
     nodes = bench.kube.nodes()
     services = bench.kube.lb_services()
     lbs = {lb["id"]: lb for lb in bench.cloud.rows("loadbalancer")}
-    counters = cloud_admin(bench.world, "GET", "counters")
-    created = counters["counters"]
-    inventory = counters["inventory"]
+    inventory, created = bench.cloud.counters()
     wanted = eligible_addresses(nodes)
     owned = {s.metadata.annotations.get(LB_ID, "") for s in services}
     return {
@@ -813,7 +875,7 @@ class KubeletChurn:
     heartbeats: Heartbeats
     idle_cpu: dict[str, float]  # % of a core per role, a quiet window before
     cpu: dict[str, float]  # % of a core per role while the kubelets post
-    published: float  # node deltas the manager published meanwhile
+    published: dict[str, float]  # node deltas the manager published meanwhile, by channel
     received: dict[str, float] | None  # deltas each worker received (None: no such metric)
     queue_adds: dict[str, float]  # keys added to each workqueue meanwhile
 
@@ -835,7 +897,7 @@ def kubelet_churn(bench: Bench, kubelets: Kubelets) -> KubeletChurn:
         heartbeats=heartbeats,
         idle_cpu=idle,
         cpu=cpu,
-        published=_published(after) - _published(before),
+        published=_diff(_published(after), _published(before)),
         received=_received(before, after),
         queue_adds=_diff(
             by_label(after, "workqueue_adds_total", "name"),
@@ -844,13 +906,15 @@ def kubelet_churn(bench: Bench, kubelets: Kubelets) -> KubeletChurn:
     )
 
 
-def _published(samples: list[Sample]) -> float:
-    """The node topic's last published sequence number (whatever the label is called)."""
-    return sum(
-        value
+def _published(samples: list[Sample]) -> dict[str, float]:
+    """The last sequence number published on each node channel (`route:node`, ...; a
+    tree from before per-controller channels labels it `topic` `node`)."""
+    return {
+        labels.get("channel", labels.get("topic", "?")): value
         for name, labels, value in samples
-        if name == "pyccm_bus_sequence" and "node" in labels.values()
-    )
+        if name == "pyccm_bus_sequence"
+        and any(v == "node" or v.endswith(":node") for v in labels.values())
+    }
 
 
 def _received(before: list[Sample], after: list[Sample]) -> dict[str, float] | None:
@@ -952,7 +1016,9 @@ def upstream_monitor_pass(bench: Bench) -> tuple[Counter[str], float]:
             continue
     seconds = time.monotonic() - started
     provider.close()
-    return operations(bench.cloud.calls(mark)), seconds
+    # Only Nova's: the route worker's periodic router reads fall in the same window.
+    nova = [c for c in bench.cloud.calls(mark) if c["service"] == "compute"]
+    return operations(nova), seconds
 
 
 # --- the SIGTERM drill --------------------------------------------------------------------------
@@ -980,27 +1046,44 @@ def sigterm_drill(settings: Settings) -> list[Stop]:
             what="a node initialized",
             poll=0.5,
         )
+        signalled: dict[str, int] = {}
         for _ in range(settings.sigterm_rounds):
             for program in WORKER_PROGRAMS:
                 progress = observe(kube, cloud, started=started.monotonic)
-                stops.append(sigterm(world, program, progress))
+                stops.append(sigterm(world, program, progress, after=signalled))
         kube.client.close()
     return stops
 
 
-def sigterm(world: World, program: str, progress: Progress) -> Stop:
-    pid = wait_for(lambda: _pid(world, program), timeout=60, what=f"{program} running")
+def sigterm(world: World, program: str, progress: Progress, *, after: dict[str, int]) -> Stop:
+    """SIGTERM `program`'s current process (a new one, if it was signalled before: the
+    others' turns give supervisord time to restart it); seconds until it has exited, and
+    a SIGKILL after `STOP_LIMIT` so a worker that ignores SIGTERM cannot stall the drill."""
+    pid = wait_for(
+        lambda: _new_pid(world, program, after.get(program, 0)),
+        timeout=60,
+        what=f"{program} running",
+    )
+    after[program] = pid
     os.kill(pid, signal.SIGTERM)
     signalled = time.monotonic()
-    wait_for(lambda: gone(pid), timeout=30, what=f"{program} exiting", poll=0.01)
+    while not gone(pid) and time.monotonic() - signalled < STOP_LIMIT:
+        time.sleep(0.01)
     seconds = time.monotonic() - signalled
-    wait_for(lambda: _pid(world, program) not in (0, pid), timeout=60, what=f"{program} restarted")
+    if not gone(pid):
+        os.kill(pid, signal.SIGKILL)
     return Stop(program=program.rsplit(":", maxsplit=1)[-1], seconds=seconds, at=progress.text())
 
 
 def _pid(world: World, program: str) -> int:
     text = supervisorctl(world, "pid", program).strip()
     return int(text) if text.isdigit() else 0
+
+
+def _new_pid(world: World, program: str, old: int) -> int:
+    """`program`'s pid if it runs in another process than `old`, else 0."""
+    pid = _pid(world, program)
+    return 0 if pid == old else pid
 
 
 # --- one run -------------------------------------------------------------------------------------
@@ -1011,7 +1094,7 @@ class Bench:
     settings: Settings
     world: World
     kube: KubeView
-    cloud: Cloud
+    cloud: CloudView
     peaks: Peaks = field(default_factory=Peaks)
     tree_cpu_start: dict[str, float] = field(default_factory=dict)
 
@@ -1092,8 +1175,8 @@ class Run:
     commit: str
 
 
-def cloud_of(world: World) -> Cloud:
-    return Cloud(world.cloud_url, world.cloud_conf.parent / "clouds.yaml")
+def cloud_of(world: World) -> CloudView:
+    return CloudView(world.cloud_url, world.cloud_conf.parent / "clouds.yaml")
 
 
 @contextmanager
@@ -1117,10 +1200,14 @@ def world_of(settings: Settings, *, prefix: str) -> Iterator[World]:
             kube_args=kube_args,
         ) as world:
             yield world
+            crashed = unexpected_exits(world)
     except BaseException:
         print(f"  logs kept in {workdir}", file=sys.stderr)
         raise
-    shutil.rmtree(workdir, ignore_errors=True)
+    if crashed:
+        print(f"  {len(crashed)} crashes; logs kept in {workdir}", file=sys.stderr)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def one_run(settings: Settings) -> Run:
@@ -1164,8 +1251,11 @@ def commit() -> str:
             ["git", *args], cwd=REPO, capture_output=True, text=True, check=False
         ).stdout.strip()
 
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return "(unknown: not a git checkout)"
     dirty = len(git("status", "--porcelain", "--untracked-files=no").splitlines())
-    return git("rev-parse", "--short", "HEAD") + (f" + {dirty} uncommitted files" if dirty else "")
+    return head + (f" + {dirty} uncommitted files" if dirty else "")
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -1254,7 +1344,8 @@ def _headline(
         "| converge from nothing: every node initialized, LB Service with ingress, pool "
         f"full, pod CIDR routed (s) | {median_of(runs, lambda r: r.converged.seconds)}: nodes "
         f"{c.nodes_at:.1f}, ingress {c.ingress_at:.1f}, members {c.members_at:.1f}, routes "
-        f"{c.routes_at:.1f}{_not_done(c.timeline)} | | |",
+        f"{c.routes_at:.1f} (NetworkUnavailable=False on every node {c.conditions_at:.1f})"
+        f"{_not_done(c.timeline)} | | |",
         f"| routes: {settings.nodes:,} pod CIDRs routed from nothing (s) | "
         f"{median_of(runs, lambda r: r.converged.routes_at)}; {c.add_extraroutes} "
         f"`add_extraroutes` calls ({routes_per_call:.0f} routes per call) | ≤ 60 s | "
@@ -1281,7 +1372,8 @@ def _headline(
         f"HTTP) for {kube.heartbeats.seconds:.0f} s: manager CPU (% of a core) | "
         f"**{manager_cpu:.0f}** (idle {kube.idle_cpu.get('manager', 0.0):.0f}) | ≤ 25 % | "
         f"{verdict(manager_cpu <= 25)} |",
-        f"| worker wake-ups for those heartbeats | {kube.published:.0f} node deltas published; "
+        f"| worker wake-ups for those heartbeats | {sum(kube.published.values()):.0f} node "
+        "deltas published; "
         f"{received} | 0 | {'TODO' if kube.received is None else verdict(woken)} |",
         f"| lifecycle: {cycle.baseline_nodes:,} nodes NotReady, Nova calls per "
         f"{settings.monitor_period:g} s monitor period | **{cycle.calls_per_period:.0f}**; "
@@ -1295,6 +1387,10 @@ def _headline(
         "| processes that exited unexpectedly during the main phases (supervisord) | "
         f"{'; '.join(run.exits) or 'none'} | none | {verdict(not run.exits)} |",
     ]
+
+
+def _floats(values: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0f}" for k, v in sorted(values.items())) or "none"
 
 
 def _milestones(found: dict[str, float]) -> str:
@@ -1418,7 +1514,8 @@ def _kubelet_section(run: Run, *, settings: Settings) -> list[str]:
         "",
         *_cpu_table({"quiet": k.idle_cpu, "kubelet churn": k.cpu}, " %"),
         "",
-        f"Node deltas the manager published meanwhile: {k.published:.0f}. Keys added to "
+        f"Node deltas the manager published meanwhile, by channel: {_floats(k.published)}. "
+        f"Deltas each worker received: {_floats(k.received or {})}. Keys added to "
         f"the workqueues meanwhile: {adds}.",
         "",
     ]
@@ -1474,6 +1571,7 @@ def plot(runs: Sequence[Run], *, settings: Settings, path: Path) -> None:
         "LB Services with ingress": lambda p: p.with_ingress / max(p.lbs, 1),
         "members in pools": lambda p: p.members / max(p.members_wanted, 1),
         "pod CIDRs routed": lambda p: p.routes / max(p.routes_wanted, 1),
+        "NetworkUnavailable=False": lambda p: p.network_ready / max(p.nodes, 1),
     }
     for label, share in shares.items():
         top_left.plot(seconds, [100 * share(p) for p in timeline], label=label)
@@ -1597,6 +1695,9 @@ def main() -> int:
     settings = settings_of(args)
     # A SIGTERM unwinds like Ctrl-C, so the trees and simulators are stopped, not orphaned.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # A process of the tree that crashes in C code (SIGSEGV) leaves its Python stack in
+    # tree.log (the tree inherits this environment).
+    os.environ["PYTHONFAULTHANDLER"] = "1"
     runs = []
     for index in range(args.runs):
         print(f"run {index + 1}/{args.runs}", flush=True)
