@@ -511,7 +511,8 @@ def write_results(
             f"balancers with 3 members each, from the last create run): {rss:,.0f} MiB.",
             "",
             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, "
-            f"Python {platform.python_version()}.",
+            f"Python {platform.python_version()}; load average when the run ended "
+            f"{os.getloadavg()[0]:.1f} (the machine is shared, so rates vary between runs).",
             "",
             f"![requests per second]({out.name}.png)",
             "",

@@ -159,13 +159,18 @@ MISSING_BY_KIND = {
 
 
 class RouteSet:
-    """A router's extra routes in order, each also as its JSON, by (destination, nexthop)."""
+    """A router's extra routes in order, each also as its JSON, by (destination, nexthop).
+
+    The JSON of the whole list is kept too and extended in place by an add (a burst of
+    node joins), so an answer costs a copy of bytes, not the encoding of every route.
+    """
 
     _encode = msgspec.json.Encoder().encode
 
     def __init__(self) -> None:
         self._routes: dict[tuple[str, str], dict[str, str]] = {}
         self._json: dict[tuple[str, str], bytes] = {}
+        self._joined: bytes | None = b"[]"
 
     def __len__(self) -> int:
         return len(self._routes)
@@ -178,27 +183,40 @@ class RouteSet:
         return [r for r in routes if (r["destination"], r["nexthop"]) in self._routes]
 
     def add(self, routes: list[dict[str, str]]) -> None:
+        """Add routes the router does not hold (see `new`)."""
+        if not routes:
+            return
+        fragments = []
         for route in routes:
             key = (route["destination"], route["nexthop"])
             self._routes[key] = route
-            self._json[key] = self._encode(route)
+            self._json[key] = fragment = self._encode(route)
+            fragments.append(fragment)
+        if self._joined is not None:
+            separator = b"," if len(self._routes) > len(routes) else b""
+            self._joined = self._joined[:-1] + separator + b",".join(fragments) + b"]"
 
     def remove(self, routes: list[dict[str, str]]) -> None:
         for route in routes:
             key = (route["destination"], route["nexthop"])
             self._routes.pop(key, None)
             self._json.pop(key, None)
+        if routes:
+            self._joined = None
 
     def replace(self, routes: list[dict[str, str]]) -> None:
         self._routes.clear()
         self._json.clear()
+        self._joined = b"[]"
         self.add(routes)
 
     def listed(self) -> list[dict[str, str]]:
         return list(self._routes.values())
 
     def json(self) -> bytes:
-        return b"[" + b",".join(self._json.values()) + b"]"
+        if self._joined is None:
+            self._joined = b"[" + b",".join(self._json.values()) + b"]"
+        return self._joined
 
 
 class Neutron:
@@ -1110,9 +1128,12 @@ class NeutronApi:
             fresh = held.new(given)
             self.n.check_route_count(len(held) + len(fresh))
             held.add(fresh)
+            # In place: the list is the router's own, and only the call's routes are new.
+            row["routes"].extend(fresh)
+            _bump(self.n.routers, row, {})
         else:
             held.remove(held.held(given))
-        _bump(self.n.routers, row, {"routes": held.listed()})
+            _bump(self.n.routers, row, {"routes": held.listed()})
         return ok({"router": self.n.render_router(row)})
 
     # -- security groups

@@ -188,3 +188,33 @@ def test_a_router_with_an_interface_cannot_be_deleted(sim: OpenStackSimHandle, c
     assert body["NeutronError"]["message"] == (
         f"Router {router_id} has ports still attached: {interface}"
     )
+
+
+def test_extraroute_answers_the_get_and_the_list_agree_after_adds_and_removes(
+    sim: OpenStackSimHandle, conn: Any
+) -> None:
+    router = f"/routers/{sim.seeded.router_id}"
+    route = [
+        {"destination": f"10.200.{i}.0/24", "nexthop": seed_node(i % 3).internal_ip}
+        for i in range(6)
+    ]
+
+    def put(action: str, indexes: list[int]) -> Any:
+        body = {"router": {"routes": [route[i] for i in indexes]}}
+        return _neutron(sim, conn, "PUT", f"{router}/{action}", body)
+
+    answers = [
+        put("add_extraroutes", [0, 1, 2, 3]),
+        put("add_extraroutes", [2, 3, 4, 5]),
+        put("remove_extraroutes", [1, 4, 4]),
+        put("add_extraroutes", [1]),
+    ]
+    _, shown = _neutron(sim, conn, "GET", router)
+    _, listed = _neutron(sim, conn, "GET", "/routers?name=router1")
+
+    expected = [route[i] for i in (0, 2, 3, 5, 1)]
+    assert [s for s, _ in answers] == [200] * 4
+    assert [len(a["router"]["routes"]) for _, a in answers] == [4, 6, 4, 5]
+    assert answers[-1][1]["router"]["routes"] == expected
+    assert shown["router"]["routes"] == expected
+    assert listed["routers"][0]["routes"] == expected
