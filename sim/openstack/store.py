@@ -3,7 +3,12 @@
 Resources are stored as their wire representation (a JSON object per row, in insertion
 order): the simulator's job is to round-trip what the real services send and accept, the
 field lists in the reference are the contract, and a dict per row lets PUT bodies merge
-without a translation layer. Typed helpers in each service module build the rows.
+without a translation layer. Typed helpers in each service module build the rows. The
+one exception is load-balancer members, a million of them in a 5,000-node cloud: they
+are compact structs kept with their pool (`members.py`).
+
+A `Table` indexes the fields its kind is listed by, so a filtered list costs the rows it
+matches, not the table; nothing a client sends costs more because unrelated rows exist.
 
 Every table counts its creates, updates and deletes in one shared `Counters`, which is
 what tests read to assert "exactly one load balancer was created for this Service".
@@ -39,8 +44,10 @@ class Counters:
         self._counts: dict[str, dict[str, int]] = {}
 
     def bump(self, kind: str, op: str) -> None:
-        by_op = self._counts.setdefault(kind, {"created": 0, "updated": 0, "deleted": 0})
-        by_op[op] = by_op.get(op, 0) + 1
+        by_op = self._counts.get(kind)
+        if by_op is None:
+            by_op = self._counts[kind] = {"created": 0, "updated": 0, "deleted": 0}
+        by_op[op] += 1
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         return {kind: dict(by_op) for kind, by_op in self._counts.items()}
