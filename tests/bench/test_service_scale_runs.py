@@ -1,5 +1,6 @@
-"""`python -m bench.service_scale` keeps working: a tiny cloud converges, the resync round
-it counts is read-only, and the table and plot are written where `--out` says."""
+"""`python -m bench.service_scale` keeps working: a tiny cloud converges, the resync rounds
+it counts are read-only (the later ones read less), the same-run baseline of upstream's
+algorithm runs, and the table and plot are written where `--out` says."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def test_the_benchmark_converges_counts_a_read_only_resync_and_writes_its_table(
             *(sys.executable, "-m", "bench.service_scale", "--services", str(SERVICES)),
             *("--concurrency", str(SERVICES), "--shards", "", "--capped-qps", "0"),
             *("--calls-concurrency", str(SERVICES), "--resync-period", "8", "--runs", "1"),
+            *("--baseline-services", "2"),
             *("--timeout", "120", "--out", str(out)),
         ],
         capture_output=True,
@@ -42,9 +44,16 @@ def test_the_benchmark_converges_counts_a_read_only_resync_and_writes_its_table(
     table = out.with_suffix(".md").read_text()
     timed = _row(table, f"| 1 x {SERVICES} |")
     assert f"{SERVICES} / {SERVICES}" in timed  # LBs / FIPs in the cloud at convergence
-    resync = _row(table, "| no-op resync")
+    resync = _row(table, "| no-op resync: the first")
     assert resync[4] == "0.00"  # writes per Service
     assert float(resync[3]) > 0  # it did read
+    later = _row(table, "| no-op resync: the rounds after")
+    assert later[4] == "0.00"
+    # Verified load balancers: the load balancer and its floating IP only.
+    assert 0 < float(later[3]) <= 2.0 < float(resync[3])
+    upstream = _row(table, "| upstream's algorithm")
+    assert float(upstream[3]) > 1.0  # seconds per Service: it waits for each ACTIVE
+    assert _row(table, f"| pyccm, 1 x {SERVICES}")[-1].endswith("x**")
     delete = _row(table, "| delete")
     assert float(delete[4]) > 0
     assert out.with_suffix(".png").stat().st_size > 0

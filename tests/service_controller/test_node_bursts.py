@@ -5,12 +5,17 @@ A node's addresses are part of what its members depend on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 import msgspec
 import pytest
 
-from protocol.messages import Topic
-from protocol.views import NodeAddress, NodeStatus
+from protocol.messages import Ack, Action, Topic
+from protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeStatus, Service
 from provider.errors import RetryAfter
+from provider.fake import FakeCloud
+from provider.interface import LoadBalancerOutcome, LoadBalancers, ProviderEvent
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
 from workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
 
@@ -91,3 +96,59 @@ def test_new_addresses_of_a_node_update_the_members() -> None:
     for key in h.sweep():
         h.controller.sync(key)
     assert h.cloud_calls() == ["lb_update"] * SERVICES
+
+
+@dataclass
+class JoinDuringEnsure:
+    """The fake cloud's load balancers; during the first ensure, `during()` runs."""
+
+    inner: LoadBalancers
+    during: Callable[[], None] = lambda: None
+
+    def get(self, *, service: Service) -> tuple[LoadBalancerIngress, ...] | None:
+        return self.inner.get(service=service)
+
+    def ensure(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerOutcome:
+        during, self.during = self.during, lambda: None
+        during()
+        return self.inner.ensure(service=service, nodes=nodes)
+
+    def update(self, *, service: Service, nodes: Sequence[Node]) -> tuple[ProviderEvent, ...]:
+        return self.inner.update(service=service, nodes=nodes)
+
+    def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
+        return self.inner.ensure_deleted(service=service)
+
+
+def test_a_sync_that_finished_with_an_older_node_set_after_the_sweep_enqueues_itself() -> None:
+    cloud = FakeCloud()
+    lbs = JoinDuringEnsure(inner=cloud.load_balancers())  # type: ignore[arg-type]
+    h = harness(nodes=1, load_balancers=lbs)
+    h.put(make_service("web"))
+
+    def a_node_joins_and_the_sweep_runs() -> None:
+        h.put(make_node("n2"))
+        # It passes the Service by: its first sync has not finished.
+        assert h.sweep() == []
+        h.enqueued.clear()
+
+    # What the Service's sync enqueues after its last write (the writes' own echoes are
+    # enqueued by the harness while they are applied).
+    after_writes: list[int] = []
+    commit = h.commit
+
+    def commit_and_mark(key: str, actions: tuple[Action, ...]) -> Ack:
+        ack = commit(key, actions)
+        after_writes.append(len(h.enqueued))
+        return ack
+
+    h.commit = commit_and_mark  # type: ignore[method-assign]
+    # The Service's first ensure started with {n1}.
+    lbs.during = a_node_joins_and_the_sweep_runs
+    h.controller.sync("default/web")
+
+    assert h.enqueued[after_writes[-1] :] == ["default/web"]
+    h.controller.sync("default/web")
+    lb = cloud.load_balancer("default/web")
+    assert lb is not None
+    assert lb.members == ("n1", "n2")

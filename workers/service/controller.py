@@ -121,6 +121,8 @@ class Synced:
 class Backends:
     nodes: tuple[Node, ...]
     ids: frozenset[BackendId]
+    # The backend version this set was computed at.
+    version: int = 0
 
 
 class ServiceController:
@@ -153,9 +155,10 @@ class ServiceController:
         self._backends_version = 0
         self._backends: tuple[int, Backends] | None = None
         # When the last backend change arrived, and when the first one not swept yet did
-        # (None: no sweep is queued, the next change queues one).
+        # (None: no sweep is queued, the next change queues one); how many sweeps ran.
         self._node_changed_at = 0.0
         self._sweep_due: float | None = None
+        self._sweeps = 0
         # Set by `periodics` (the runner calls it before any sync): how the sweep enqueues.
         self._enqueue: Callable[[str], None] = _unstarted
 
@@ -280,10 +283,33 @@ class ServiceController:
                 self._sweep_due = None
         if wait > 0:
             raise RetryAfter(f"node changes are arriving; sweeping in {wait:.1f}s", delay=wait)
-        # Every owned LB Service, not only those synced so far: one whose first ensure is
-        # running now is re-run after it (the queue marks it dirty) with the new set.
-        for owned in self._owned_load_balancers():
-            self._enqueue(owned)
+        for key in self._behind(self._backend_set()):
+            self._enqueue(key)
+
+    def _behind(self, backends: Backends) -> list[str]:
+        """The owned LB Services whose load balancer was last given another node set.
+        Not the others: one never synced, or whose sync is still to finish (a RetryAfter,
+        a failure), computes the set when it runs; one running now and finishing with an
+        older set enqueues itself (`_catch_up`). At start-up, when the first nodes arrive
+        while the first load balancers are created, this is nobody."""
+        with self._lock:
+            self._sweeps += 1
+            synced = dict(self._synced)
+        return [
+            key
+            for key in self._owned_load_balancers()
+            if (done := synced.get(key)) is not None
+            and done.spec is not None
+            and done.backends is not backends.ids
+        ]
+
+    def _catch_up(self, key: str, backends: Backends, sweeps: int) -> None:
+        """A sync that used `backends` just finished: if a sweep ran meanwhile for a newer
+        node set, it may have missed this Service (not synced yet when it looked)."""
+        with self._lock:
+            missed = self._sweeps != sweeps and self._backends_version != backends.version
+        if missed:
+            self._enqueue(key)
 
     # --- the delete branch --------------------------------------------------------------
 
@@ -355,15 +381,21 @@ class ServiceController:
 
     def _ensure_or_update(self, key: str, service: Service, prior: Synced | None) -> None:
         spec = spec_print(service)
-        backends = self._backend_set()
         with self._lock:
             drift_check = key in self._resync_due
+            sweeps = self._sweeps
+        backends = self._backend_set()
         if prior is not None and prior.spec == spec and not drift_check:
             # (Identity first: every Service of a sweep shares one set of 5,000 ids.)
             if prior.backends is not backends.ids and prior.backends != backends.ids:
                 self._update_backends(key, service, prior, backends)
-            return
-        self._ensure(key, service, spec, backends, announce=prior is None or prior.spec != spec)
+            elif prior.backends is not backends.ids:
+                # Equal sets: remember this one, so that the next sweep passes us by.
+                self._record(key, service, prior.spec, backends.ids)
+        else:
+            announce = prior is None or prior.spec != spec
+            self._ensure(key, service, spec, backends, announce=announce)
+        self._catch_up(key, backends, sweeps)
 
     def _ensure(
         self,
@@ -506,7 +538,9 @@ class ServiceController:
             return cached[1]
         nodes = tuple(sorted((n for n in self._replica.nodes() if is_backend(n)), key=_name))
         ids = frozenset(backend_id(n) for n in nodes)
-        backends = Backends(nodes=nodes, ids=frozenset(i for i in ids if i is not None))
+        backends = Backends(
+            nodes=nodes, ids=frozenset(i for i in ids if i is not None), version=version
+        )
         with self._lock:
             self._backends = (version, backends)
         return backends
