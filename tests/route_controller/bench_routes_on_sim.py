@@ -11,12 +11,13 @@ demo's tree), fed a replica of the N seeded nodes; reconciles run back to back (
 the controller's one-second minimum interval) until the router holds every node's route and
 every node's NetworkUnavailable condition is False, or the time cap passes. It prints the wall
 time, this process's CPU time, the reconciles and the cloud calls by kind from the simulator's
-call log.
+call log; then the CPU and the calls of a steady reconcile (nothing to do).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -143,6 +144,24 @@ def run(nodes: int, latency_ms: float, cap: float) -> None:
         print(f"cloud calls: {sum(kinds.values())}")
         for kind, count in kinds.most_common():
             print(f"  {count:6d}  {kind}")
+        steady(controller, url)
+
+
+def steady(controller: RouteController, url: str, runs: int = 5) -> None:
+    """Reconciles with nothing to do (each a second after the last): CPU and calls."""
+    mark = admin(url, "/calls?since=0")["next"]
+    cpus = []
+    for _ in range(runs):
+        time.sleep(1.0)  # the controller's minimum interval between reconciles
+        cpu = time.process_time()
+        actions = controller.sync(KEY)
+        cpus.append(time.process_time() - cpu)
+        assert actions == (), "a steady reconcile writes nothing"
+    kinds = call_kinds(url, mark)
+    print(
+        f"steady reconcile: median {statistics.median(cpus) * 1000:.0f} ms CPU over {runs},"
+        f" cloud calls each: {', '.join(f'{n // runs} {k}' for k, n in kinds.items())}"
+    )
 
 
 def main() -> None:
