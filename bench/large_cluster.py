@@ -94,6 +94,9 @@ WORKER_PROGRAMS = (
 KUBE_WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 # A worker still running this long after SIGTERM is killed (supervisord's stopwaitsecs is 15).
 STOP_LIMIT = 30.0
+# A restarted worker is signalled again only once it has been up this long: a SIGTERM
+# during its imports would time nothing but the interpreter's default handler.
+SETTLED = 5.0
 CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 Sample = tuple[str, dict[str, str], float]
 
@@ -334,15 +337,13 @@ class Progress:
         )
 
     def text(self) -> str:
+        created, deleted, to_create, to_delete = self.turnover
+        churn = f" created {created}/{to_create} deleted {deleted}/{to_delete}"
         return (
             f"{self.seconds:6.1f}s nodes {self.initialized}/{self.nodes}  "
-            f"LBs {self.with_ingress}/{self.lbs}  members {self.members}/{self.members_wanted}  "
-            f"routes {self.routes}/{self.routes_wanted} (conditions {self.network_ready})"
-            + (
-                " members created {}/{} deleted {}/{}".format(*self.turnover)
-                if any(self.turnover)
-                else ""
-            )
+            f"LBs {self.with_ingress}/{self.lbs}  members {self.members}/{self.members_wanted}"
+            f"{churn if to_create or to_delete else ''}  routes {self.routes}/"
+            f"{self.routes_wanted} (conditions {self.network_ready})"
         )
 
 
@@ -1081,9 +1082,19 @@ def _pid(world: World, program: str) -> int:
 
 
 def _new_pid(world: World, program: str, old: int) -> int:
-    """`program`'s pid if it runs in another process than `old`, else 0."""
+    """`program`'s pid if it runs in another process than `old` and has been up for
+    `SETTLED` seconds (past its imports, holding its snapshot, working), else 0."""
     pid = _pid(world, program)
-    return 0 if pid == old else pid
+    return 0 if pid == old or _uptime(pid) < SETTLED else pid
+
+
+def _uptime(pid: int) -> float:
+    try:
+        started = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    since_boot = float(Path("/proc/uptime").read_text().split()[0])
+    return since_boot - started / CLOCK_TICKS
 
 
 # --- one run -------------------------------------------------------------------------------------
@@ -1545,7 +1556,8 @@ def _sigterm_section(stops: Sequence[Stop]) -> list[str]:
         "## SIGTERM while converging",
         "",
         "A fresh world and tree; once a node had been initialized, each worker in turn got "
-        "SIGTERM and was timed until it had exited (supervisord restarted it):",
+        "SIGTERM and was timed until it had exited (supervisord restarted it; a restarted "
+        f"worker is signalled again once it has been up {SETTLED:g} s):",
         "",
         "| worker | exit (s) | progress when signalled |",
         "| --- | ---: | --- |",
