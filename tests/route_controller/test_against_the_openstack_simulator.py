@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.messages import Topic
+import pytest
+
+from protocol.messages import RecordEvent, Topic
 from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
 from sim.openstack.testing import OpenStackSimHandle
 from sim.scenario import CLUSTER_CIDR, seed_node
@@ -19,6 +21,7 @@ from tests.route_controller.conftest import conditions_of
 from workers.route.cidrs import parse_cluster_cidrs
 from workers.route.controller import KEY, RouteController, RouteSettings
 from workers.runtime.clock import FakeClock
+from workers.runtime.controller import SyncFailed
 from workers.runtime.replica import Replica
 
 
@@ -91,3 +94,28 @@ def test_a_foreign_route_on_a_shared_router_is_left_alone(
         ("192.168.99.0/24", seed_node(3).internal_ip),
         (seed_node(0).pod_cidr, seed_node(0).internal_ip),
     }
+
+
+def test_at_the_routers_limit_the_refused_nodes_are_warned_and_the_sync_backs_off(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    sim.set_knobs(max_routes=2)
+    replica = Replica()
+    for index in range(4):
+        node = seeded_node(index)
+        replica.apply(Topic.NODE, node.name, node)
+
+    with pytest.raises(SyncFailed) as failed:
+        controller(make_cloud, replica, FakeClock()).sync(KEY)
+
+    assert len(router_routes(sim)) == 2
+    warnings = [a for a in failed.value.actions if isinstance(a, RecordEvent)]
+    assert len(warnings) == 2
+    assert all(w.reason == "FailedToCreateRoute" for w in warnings)
+    assert all("may hold at most 2" in w.message for w in warnings)
+    assert sorted(conditions_of(failed.value.actions).values()) == [
+        ("False", "RouteCreated"),
+        ("False", "RouteCreated"),
+        ("True", "NoRouteCreated"),
+        ("True", "NoRouteCreated"),
+    ]
