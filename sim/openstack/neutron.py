@@ -230,7 +230,12 @@ class Neutron:
         # (a 5,000-node cloud has a port per node, and pyccm asks for them one by one).
         self.networks = Table("network", counters, indexed={"name": "name"})
         self.subnets = Table("subnet", counters, indexed={"network_id": "network_id"})
-        self.ports = Table("port", counters, indexed={"network_id": "network_id", "name": "name"})
+        self.ports = Table(
+            "port",
+            counters,
+            indexed={"network_id": "network_id", "name": "name"},
+            also_indexed=("security_groups",),
+        )
         self.floatingips = Table(
             "floatingip", counters, indexed={"floating_ip_address": "floating_ip_address"}
         )
@@ -469,6 +474,12 @@ class Neutron:
             name, _, value = constraint.partition("=")
             if name == "ip_address":
                 return self.ports_with_ip(value)
+        groups = query_values(query, "security_groups")
+        if groups:
+            found: dict[str, Record] = {}
+            for group in groups:
+                found.update((p["id"], p) for p in self.ports.with_value("security_groups", group))
+            return list(found.values())
         candidates = self.ports.candidates(query)
         return list(self.ports) if candidates is None else candidates
 
@@ -908,7 +919,7 @@ class NeutronApi:
     def delete_network(self, req: Req) -> Reply:
         network_id = req.match["id"]
         self.n.networks.require(network_id, NETWORK_MISSING)
-        if any(p["network_id"] == network_id for p in self.n.ports):
+        if self.n.ports.with_value("network_id", network_id):
             raise conflict(
                 f"Unable to complete operation on network {network_id}. There are one or "
                 "more ports still in use on the network.",
@@ -1170,7 +1181,7 @@ class NeutronApi:
     def delete_security_group(self, req: Req) -> Reply:
         sg_id = req.match["id"]
         self.n.security_groups.require(sg_id, SG_MISSING)
-        if any(sg_id in p["security_groups"] for p in self.n.ports):
+        if self.n.ports.with_value("security_groups", sg_id):
             raise conflict(f"Security Group {sg_id} in use.", kind="SecurityGroupInUse")
         for rule in self.n.security_group_rules.with_value("security_group_id", sg_id):
             self.n.security_group_rules.delete(rule["id"])

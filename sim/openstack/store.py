@@ -87,18 +87,26 @@ class Table:
 
     `indexed` maps a list filter's query name to the row field it compares (`name` ->
     `name`, `loadbalancer_id` -> `_lb_id`); those fields get a hash index, so a filtered
-    list starts from the rows with that value instead of every row of the kind. Indexed
-    fields must change only through `insert`, `touch` and `delete`.
+    list starts from the rows with that value instead of every row of the kind.
+    `also_indexed` fields are indexed for `with_value` only (their filter is parsed by the
+    caller). Indexed fields must change only through `insert`, `touch` and `delete`.
     """
 
-    def __init__(self, kind: str, counters: Counters, *, indexed: dict[str, str] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        counters: Counters,
+        *,
+        indexed: dict[str, str] | None = None,
+        also_indexed: tuple[str, ...] = (),
+    ) -> None:
         self.kind = kind
         self.rows: dict[str, Record] = {}
         self._counters = counters
         self._fields = dict(indexed or {})
         # field -> value -> ids of the rows holding it (a dict keeps insertion order).
         self._indexes: dict[str, dict[Any, dict[str, None]]] = {
-            field: {} for field in self._fields.values()
+            field: {} for field in (*self._fields.values(), *also_indexed)
         }
 
     def __len__(self) -> int:
@@ -162,24 +170,27 @@ class Table:
 
     def _index(self, row: Record, fields: Iterable[str] | None = None) -> None:
         for field in self._indexes if fields is None else fields:
-            value = row.get(field)
-            if _hashable(value):
+            for value in _index_values(row.get(field)):
                 self._indexes[field].setdefault(value, {})[row["id"]] = None
 
     def _unindex(self, row: Record, fields: Iterable[str]) -> None:
         for field in fields:
-            value = row.get(field)
-            if not _hashable(value):
-                continue
-            ids = self._indexes[field].get(value)
-            if ids is not None:
-                ids.pop(row["id"], None)
-                if not ids:
-                    del self._indexes[field][value]
+            for value in _index_values(row.get(field)):
+                ids = self._indexes[field].get(value)
+                if ids is not None:
+                    ids.pop(row["id"], None)
+                    if not ids:
+                        del self._indexes[field][value]
 
 
-def _hashable(value: Any) -> bool:
-    return isinstance(value, str | int | bool) or value is None
+def _index_values(value: Any) -> list[Any]:
+    """The index keys of a field: the value, or each item of a list (a list filter matches
+    rows holding any wanted item, see `field_matches`)."""
+    if isinstance(value, list | tuple):
+        return [item for item in value if isinstance(item, str)]
+    if isinstance(value, str | int | bool) or value is None:
+        return [value]
+    return []
 
 
 class PoolExhausted(Exception):

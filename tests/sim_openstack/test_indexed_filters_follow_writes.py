@@ -199,3 +199,19 @@ def test_a_deleted_server_is_gone_from_the_name_lookup(sim: OpenStackSimHandle, 
 
     assert [s.name for s in conn.compute.servers(name="^node-0004$")] == []
     assert [s.name for s in conn.compute.servers(name="^node-0005$")] == ["node-0005"]
+
+
+def test_ports_by_security_group_follow_port_updates(sim: OpenStackSimHandle, conn: Any) -> None:
+    group = conn.network.create_security_group(name="lb-sg-follow")
+    (port,) = conn.network.ports(device_id=conn.compute.find_server("node-0001").id)
+    before = port.security_group_ids
+
+    conn.network.update_port(port, security_groups=[*before, group.id])
+    tagged = [p.id for p in conn.network.ports(security_groups=[group.id])]
+    conn.network.update_port(port, security_groups=before)
+    untagged = [p.id for p in conn.network.ports(security_groups=[group.id])]
+    conn.network.delete_security_group(group)
+
+    assert tagged == [port.id]
+    assert untagged == []
+    assert [g.id for g in conn.network.security_groups(name="lb-sg-follow")] == []
