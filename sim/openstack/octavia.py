@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 import operator
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,6 +202,8 @@ RELATION_FILTERS: dict[str, dict[str, str]] = {
 }
 
 Schedule = Callable[[float, Callable[[], None]], None]
+# oslo_utils.strutils.TRUE_STRINGS: how `additive_only=...` says yes.
+TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
 # A batch update compares these of each member it keeps (C-level getters: 5,000 a call).
 BATCH_VALUES = operator.itemgetter(*BATCH_FIELDS)
 BATCH_ATTRIBUTES = operator.attrgetter(*BATCH_FIELDS)
@@ -664,8 +666,11 @@ class Octavia:
             lb_id=pool["_lb_id"],
         )
 
-    def distinct_members(self, objs: Any) -> list[dict[str, Any]]:
-        """`member_fields` of each body, 409 when two share an address and port."""
+    def distinct_members(
+        self, objs: Any, existing: Collection[tuple[str, int]] = ()
+    ) -> list[dict[str, Any]]:
+        """`member_fields` of each body; two with one address and port are a 409, or for a
+        member in `existing` (a batch update's) Octavia's 400 "updated only once"."""
         if not isinstance(objs, list):
             raise bad_request("Invalid input for field/attribute members. Expected a list.")
         seen: set[tuple[str, int]] = set()
@@ -674,6 +679,10 @@ class Octavia:
             fields = self.member_fields(obj)
             key = (fields["address"], fields["protocol_port"])
             if key in seen:
+                if key in existing:
+                    raise bad_request(
+                        "Validation failure: Member must be updated only once in the same request."
+                    )
                 raise member_in_use(*key)
             seen.add(key)
             result.append(fields)
@@ -1234,7 +1243,7 @@ class OctaviaApi:
         listener = self.o.listeners.require(req.match["id"], LISTENER_MISSING)
         lb = self.o.mutable_lb(listener["_lb_id"])
         listener["provisioning_status"] = "PENDING_DELETE"
-        for pool in self.o.pools:
+        for pool in self.o.pools.with_value("_lb_id", lb["id"]):
             if pool["_listener_id"] == listener["id"]:
                 pool["_listener_id"] = None
         self.o.start(
@@ -1421,14 +1430,28 @@ class OctaviaApi:
             raise bad_request(
                 "Invalid input for field/attribute members. Missing mandatory field: members"
             )
+        # oslo's bool_from_string: anything but a true spelling is False.
+        additive = req.query.get("additive_only", "").strip().lower() in TRUE_STRINGS
         lb = self.o.mutable_pool(pool)
-        wanted = self.o.distinct_members(body["members"])
-        self._apply_batch(pool, lb, wanted)
+        existing = {(m.address, m.protocol_port): m for m in pool["_members"]}
+        wanted = self.o.distinct_members(body["members"], existing)
+        if not wanted and (additive or not existing):
+            # Octavia's "batch update is a noop": rolled back, nothing changes state.
+            return Reply(202)
+        self._apply_batch(pool, lb, wanted, existing, additive=additive)
         return Reply(202)
 
-    def _apply_batch(self, pool: Record, lb: Record, wanted: list[dict[str, Any]]) -> None:
-        """Octavia's batch update, matched on address and port: O(members of the pool)."""
-        existing = {(m.address, m.protocol_port): m for m in pool["_members"]}
+    def _apply_batch(
+        self,
+        pool: Record,
+        lb: Record,
+        wanted: list[dict[str, Any]],
+        existing: dict[tuple[str, int], Member],
+        *,
+        additive: bool,
+    ) -> None:
+        """Octavia's batch update, matched on address and port: O(members of the pool).
+        With `additive_only`, members the request does not name stay as they are."""
         op = Operation(lb_id=lb["id"])
         stamp = now_iso()
         for fields in wanted:
@@ -1440,7 +1463,7 @@ class OctaviaApi:
                 changes = {name: fields[name] for name in BATCH_FIELDS}
                 self.o.members.touch(current, {**changes, "provisioning_status": "PENDING_UPDATE"})
                 op.activate_members.append(current)
-        for member in existing.values():
+        for member in [] if additive else existing.values():
             member.provisioning_status = "PENDING_DELETE"
             op.remove_members.append(member)
         self.o.lock_pool(op, pool)
