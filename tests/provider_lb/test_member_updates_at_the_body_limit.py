@@ -74,11 +74,6 @@ def test_removals_over_the_body_limit_are_one_delete_each_and_leave_exactly_the_
     assert member_names(sim) == sorted(n.name for n in nodes(10))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the OpenStack simulator ignores `additive_only` (it replaces the pool's members "
-    "with the part): sim/openstack must honour it as Octavia's MembersController.put does",
-)
 def test_additions_over_the_body_limit_go_in_additive_parts_that_fit(
     sim: OpenStackSimHandle, lbs: LoadBalancers
 ) -> None:
