@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import threading
@@ -175,6 +176,11 @@ def _serve(runner: Runner, transport: Transport) -> int:
 
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, terminate)
+    # Everything built so far (modules, the cloud client, the controller) lives until exit:
+    # moved out of the collector's reach, it is neither rescanned by every full collection
+    # nor collected at interpreter exit, which took 0.25-0.6 s of the 2 s a worker has to
+    # stop after SIGTERM.
+    gc.freeze()
     runner.start()
     transport.start()  # type: ignore[attr-defined]
     while not stop.wait(0.5):
