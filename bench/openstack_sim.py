@@ -475,6 +475,132 @@ def run_capacity(size: CloudSize, reps: int) -> Capacity:
     return Capacity(size, seed, rss, peak, result.latency_ms, result.sim_ms)
 
 
+# --- the 1,000-Service benchmark's load ------------------------------------------------------
+
+SERVICE_LOAD_TARGET = 500.0
+
+
+@dataclass(frozen=True)
+class ServiceLoad:
+    load_balancers: int
+    concurrency: int
+    latency_ms: float
+    seconds: float
+    rate: float
+    client_ms: list[float]
+    sim_ms: list[float]
+    # The simulator's CPU time over the wall time of the loaded window (1.0 = one core).
+    sim_cpu: float
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure_service_load(
+    url: str, pid: int, *, lbs: int, seconds: float, concurrency: int, latency_ms: float
+) -> ServiceLoad:
+    """`lbs` load balancers, then `concurrency` reads in flight for `seconds`, each call
+    delayed by `latency_ms` as the service benchmark's cloud is."""
+    async with aiohttp.ClientSession() as session:
+        target = await prepare(session, url)
+        await _admin(url, "POST", "/_sim/reset", {"knobs": False})
+        headers = {"X-Auth-Token": target.token}
+        made = []
+        for serial in range(lbs):
+            async with session.post(
+                f"{url}{LB_PATH}/loadbalancers",
+                headers=headers,
+                json=lb_body(target.subnet_id, serial),
+            ) as answer:
+                made.append((await answer.json())["loadbalancer"])
+    await _admin(url, "PATCH", "/_sim/knobs", {"latency_ms": latency_ms})
+    # What a Service's no-op sync reads: its LB by name, by id, its listeners, its FIP.
+    paths = [
+        path
+        for lb in made
+        for path in (
+            f"{LB_PATH}/loadbalancers?name={lb['name']}",
+            f"{LB_PATH}/loadbalancers/{lb['id']}",
+            f"{LB_PATH}/listeners?loadbalancer_id={lb['id']}",
+            f"/network/v2.0/floatingips?port_id={lb['vip_port_id']}",
+        )
+    ]
+    client_ms: list[float] = []
+
+    async def read(session: aiohttp.ClientSession, serial: int) -> int:
+        started = time.perf_counter()
+        async with session.get(url + paths[serial % len(paths)], headers=headers) as answer:
+            await answer.read()
+        client_ms.append((time.perf_counter() - started) * 1e3)
+        return answer.status
+
+    first = (await _admin(url, "GET", "/_sim/calls?since=1000000000000"))["next"]
+    cpu, started = cpu_seconds(pid), time.perf_counter()
+    achieved = await rate(read, seconds=seconds, concurrency=concurrency)
+    share = (cpu_seconds(pid) - cpu) / (time.perf_counter() - started)
+    logged = (await _admin(url, "GET", f"/_sim/calls?since={first}"))["calls"]
+    sim_ms = [float(call["latency_ms"]) for call in logged]
+    return ServiceLoad(lbs, concurrency, latency_ms, seconds, achieved, client_ms, sim_ms, share)
+
+
+def run_service_load(args: argparse.Namespace) -> ServiceLoad:
+    with tempfile.TemporaryDirectory(prefix="pyccm-bench-load-") as config_dir:
+        process, url = start_simulator(Path(config_dir), 10)
+        try:
+            return asyncio.run(
+                measure_service_load(
+                    url,
+                    process.pid,
+                    lbs=args.load_lbs,
+                    seconds=args.load_seconds,
+                    concurrency=args.load_concurrency,
+                    latency_ms=args.load_latency_ms,
+                )
+            )
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+def _median_p90(samples: list[float]) -> str:
+    if len(samples) < 2:
+        return "n/a"
+    return f"{statistics.median(samples):.1f} / {statistics.quantiles(samples, n=10)[-1]:.1f}"
+
+
+def service_load_section(load: ServiceLoad, *, args: argparse.Namespace) -> list[str]:
+    verdict = "met" if load.rate >= SERVICE_LOAD_TARGET else "missed"
+    flags = " --quick" if args.quick else ""
+    return [
+        "## Under the 1,000-Service benchmark's load",
+        "",
+        f"`python -m bench.openstack_sim{flags}` (this section: `--load-lbs "
+        f"{load.load_balancers} --load-concurrency {load.concurrency} --load-latency-ms "
+        f"{load.latency_ms:g} --load-seconds {load.seconds:g}`)",
+        "",
+        f"{load.load_balancers:,} load balancers (fully populated, 3 members, a monitor), every "
+        f"call delayed {load.latency_ms:g} ms (the `--latency-ms` of `bench.service_scale`), "
+        f"{load.concurrency} calls in flight (its 50 syncs) for {load.seconds:g} s from one "
+        "client process, cycling through the reads of a Service's sync: its load balancer "
+        "by name and by id, its listeners, its VIP's floating IP.",
+        "",
+        "| calls/s | client latency median / p90 (ms) | simulator latency median / p90 (ms) "
+        "| simulator CPU (share of one core) |",
+        "|---:|---:|---:|---:|",
+        f"| {load.rate:,.0f} | {_median_p90(load.client_ms)} | {_median_p90(load.sim_ms)} "
+        f"| {load.sim_cpu:.0%} |",
+        "",
+        f"Target: the ~{SERVICE_LOAD_TARGET:,.0f} calls/s that 1,000 Services converging in "
+        f"15 s at 50 syncs need, at about the configured latency: {verdict}. The simulator "
+        "latency includes the injected delay; what exceeds it is time waiting for the CPU.",
+        "",
+    ]
+
+
 def write_results(
     results: list[Measurement],
     *,
@@ -482,6 +608,7 @@ def write_results(
     rss: float,
     load_balancers: int,
     capacity: tuple[Capacity, Capacity] | None,
+    load: ServiceLoad | None = None,
 ) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -516,6 +643,7 @@ def write_results(
             "",
             f"![requests per second]({out.name}.png)",
             "",
+            *(service_load_section(load, args=args) if load else []),
             *(capacity_section(*capacity, args=args) if capacity else []),
         ]
     )
@@ -605,6 +733,11 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--reps", type=int, default=7, help="samples per capacity call")
     parser.add_argument("--no-capacity", action="store_true", help="skip the capacity section")
+    parser.add_argument("--no-load", action="store_true", help="skip the service-load section")
+    parser.add_argument("--load-lbs", type=int, default=1000)
+    parser.add_argument("--load-concurrency", type=int, default=50)
+    parser.add_argument("--load-latency-ms", type=float, default=20.0)
+    parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="everything smaller, to a temp dir")
     parser.add_argument("--out", default="", help="output path without suffix")
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -612,6 +745,7 @@ def main() -> int:
     large, small = CloudSize(5000, 200, 5000, 5000), CloudSize(1000, 1, 5000, 0)
     if args.quick:
         args.runs, args.seconds, args.reps = 1, 1.0, 3
+        args.load_lbs, args.load_seconds = 100, 3.0
         large, small = CloudSize(1000, 20, 1000, 1000), CloudSize(200, 1, 1000, 0)
         args.out = args.out or str(
             Path(tempfile.mkdtemp(prefix="openstack-sim-")) / "openstack_sim"
@@ -633,13 +767,25 @@ def main() -> int:
     for measurement in results:
         runs = ", ".join(f"{r:,.0f}" for r in measurement.runs)
         print(f"{measurement.name}: median {measurement.median:,.0f}/s (runs: {runs})")
+    load = None
+    if not args.no_load:
+        load = run_service_load(args)
+        for line in service_load_section(load, args=args):
+            print(line)
     capacity = None
     if not args.no_capacity:
         capacity = (run_capacity(small, args.reps), run_capacity(large, args.reps))
         for line in capacity_section(*capacity, args=args):
             print(line)
     if not args.no_write:
-        write_results(results, args=args, rss=rss, load_balancers=load_balancers, capacity=capacity)
+        write_results(
+            results,
+            args=args,
+            rss=rss,
+            load_balancers=load_balancers,
+            capacity=capacity,
+            load=load,
+        )
         print(f"written: {args.out}.md and .png")
     return 0
 
