@@ -154,7 +154,10 @@ class Table:
     def candidates(self, query: MultiMapping[str]) -> list[Record] | None:
         """The rows an indexed filter in `query` allows (a superset of the answer), or None
         when the query names no indexed filter and every row is a candidate."""
-        best: list[Record] | None = None
+        ids = query.getall("id", [])
+        best: list[Record] | None = (
+            [self.rows[i] for i in dict.fromkeys(ids) if i in self.rows] if ids else None
+        )
         for name, field in self._fields.items():
             values = query.getall(name, [])
             if not values:
