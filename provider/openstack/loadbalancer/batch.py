@@ -23,7 +23,8 @@ however many members are left to remove. Everything here is linear in the member
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Hashable, Sequence
 
 from provider.openstack.loadbalancer.api import (
     STOCK_BODY_LIMIT,
@@ -37,6 +38,30 @@ from provider.openstack.loadbalancer.resources import Member
 
 # ", " between two list items, as json.dumps writes them.
 _SEPARATOR = 2
+# Entries of `JustWritten` are used once, by the next sync; a pool that never gets one
+# (its load balancer was deleted meanwhile) leaves its entry behind: keep them bounded.
+MAX_JUST_WRITTEN = 10_000
+
+
+class JustWritten:
+    """Pools whose whole member list this process has just replaced, with a print of what
+    it sent. The next sync finds the load balancer ACTIVE again (a batch update applies the
+    whole list, or puts the load balancer in ERROR) and need not read the members back to
+    compare: at 5,000 members that is 6 pages per pool. Each entry is used once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[str, Hashable] = {}
+
+    def put(self, pool_id: str, members: Hashable) -> None:
+        with self._lock:
+            if len(self._pools) >= MAX_JUST_WRITTEN:
+                self._pools.clear()
+            self._pools[pool_id] = members
+
+    def take(self, pool_id: str) -> Hashable | None:
+        with self._lock:
+            return self._pools.pop(pool_id, None)
 
 
 def additions_and_removals(

@@ -115,6 +115,17 @@ class PoolSpec:
     def member_count(self) -> int:
         return len(self.backends) if self.member_port else 0
 
+    @property
+    def members_print(self) -> tuple[object, ...]:
+        """Stands for the member list (equal prints, equal lists)."""
+        return (
+            self.member_count,
+            self.backends_hash,
+            self.member_port,
+            self.member_subnet_id,
+            self.monitor_port,
+        )
+
     @cached_property
     def members(self) -> dict[str, Body]:
         """The wanted members: upstream's comparison key → the member's request body."""

@@ -42,6 +42,7 @@ from provider.openstack.loadbalancer.api import (
     PendingBackoff,
     is_pending,
 )
+from provider.openstack.loadbalancer.batch import JustWritten
 from provider.openstack.loadbalancer.desired import ListenerSpec, desired_listeners, fingerprint
 from provider.openstack.loadbalancer.floating import FloatingIps
 from provider.openstack.loadbalancer.members import Backends
@@ -88,6 +89,7 @@ class OctaviaLoadBalancers:
         )
         self._backends = Backends()
         self._verified = Verified()
+        self._written = JustWritten()
         self._lock = threading.Lock()  # guards the three below
         # Load balancers this process created, with the fingerprint of the specs they were
         # created from: the sync that finds one ACTIVE with unchanged specs skips re-reading
@@ -129,7 +131,9 @@ class OctaviaLoadBalancers:
         specs = self._specs(cfg, service, nodes)
         started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs)
-        reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events)
+        reconciler = Reconciler(
+            api=self._api, lb_id=lb.id, cfg=cfg, events=events, written=self._written
+        )
         if not owner:
             self._join_shared(cfg, lb, reconciler)
         fresh = self._just_created(lb, specs)
@@ -157,7 +161,9 @@ class OctaviaLoadBalancers:
             raise CloudError(f"Service {service.key} has no load balancer yet")
         self._require_active(lb)
         specs = self._specs(cfg, service, nodes)
-        Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=events).backends(specs)
+        Reconciler(
+            api=self._api, lb_id=lb.id, cfg=cfg, events=events, written=self._written
+        ).backends(specs)
         self._security_groups(events).update_members(cfg, service, nodes)
         return events.all()
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from provider.errors import CloudError, ProviderError, RetryAfter
 from provider.openstack.loadbalancer.api import Api, BodyTooLarge
-from provider.openstack.loadbalancer.batch import converge_in_parts
+from provider.openstack.loadbalancer.batch import JustWritten, converge_in_parts
 from provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
 from provider.openstack.loadbalancer.resources import Listener, Member, Pool
 from provider.openstack.loadbalancer.service_annotations import Events
@@ -31,8 +31,17 @@ def _key(listener: Listener) -> tuple[str, int]:
 
 
 class Reconciler:
-    def __init__(self, *, api: Api, lb_id: str, cfg: ServiceConfig, events: Events) -> None:
+    def __init__(
+        self,
+        *,
+        api: Api,
+        lb_id: str,
+        cfg: ServiceConfig,
+        events: Events,
+        written: JustWritten | None = None,
+    ) -> None:
         self._api = api
+        self._written = written or JustWritten()
         self._lb_id = lb_id
         self._cfg = cfg
         self._events = events
@@ -129,11 +138,16 @@ class Reconciler:
             self._members_one_by_one(spec, pool)
             return
         current: list[Member] | None = None
+        just_written = self._written.take(pool.id) == spec.members_print
         if len(pool.members) == spec.member_count:
-            # Same count: read them to compare. A different count is a change for sure,
-            # and saves the read.
-            if not spec.member_count:
+            # Same count: read them to compare, unless this process just wrote them. A
+            # different count is a change for sure, and saves the read.
+            if not spec.member_count or just_written:
                 return
+            if self._wrote:
+                # Whatever the members say, no write could follow in this sync: read them
+                # in the next one (at 5,000 members, 6 pages).
+                raise self._api.backoff.retry(self._lb_id, "has more pools to compare")
             current = self._api.members(pool.id)
             if frozenset(member_key(m) for m in current) == spec.member_keys:
                 return
@@ -141,6 +155,7 @@ class Reconciler:
             self.write(
                 partial(self._api.replace_members, self._lb_id, pool.id, spec.member_bodies())
             )
+            self._written.put(pool.id, spec.members_print)
             return
         except BodyTooLarge:
             pass  # refused here or answered 413: nothing was done
