@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 from provider.openstack.loadbalancer.api import (
     STOCK_BODY_LIMIT,
@@ -43,25 +44,37 @@ _SEPARATOR = 2
 MAX_JUST_WRITTEN = 10_000
 
 
+@dataclass(frozen=True)
+class Written:
+    """What a member write of this process left in a pool: the spec's whole list (`left`
+    None), or, after one call of a split, the members it left there."""
+
+    members_print: Hashable
+    left: tuple[Member, ...] | None = None
+
+
 class JustWritten:
-    """Pools whose whole member list this process has just replaced, with a print of what
-    it sent. The next sync finds the load balancer ACTIVE again (a batch update applies the
-    whole list, or puts the load balancer in ERROR) and need not read the members back to
-    compare: at 5,000 members that is 6 pages per pool. Each entry is used once."""
+    """Pools whose members this process has just written. The next sync finds the load
+    balancer ACTIVE again (Octavia applies a member call whole, or puts the load balancer
+    in ERROR) and need not read the members back: at 5,000 members that is 6 pages per
+    pool, per sync of a split. Each entry is used once, and only for the same specs and
+    member count; a change made by hand in between that keeps the count is found by the
+    next full verification instead."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pools: dict[str, Hashable] = {}
+        self._pools: dict[str, Written] = {}
 
-    def put(self, pool_id: str, members: Hashable) -> None:
+    def put(self, pool_id: str, written: Written) -> None:
         with self._lock:
             if len(self._pools) >= MAX_JUST_WRITTEN:
                 self._pools.clear()
-            self._pools[pool_id] = members
+            self._pools[pool_id] = written
 
-    def take(self, pool_id: str) -> Hashable | None:
+    def take(self, pool_id: str, members_print: Hashable) -> Written | None:
         with self._lock:
-            return self._pools.pop(pool_id, None)
+            written = self._pools.pop(pool_id, None)
+        return written if written is not None and written.members_print == members_print else None
 
 
 def additions_and_removals(
@@ -91,17 +104,40 @@ def first_part(bodies: Sequence[Body], limit: int) -> list[Body]:
 
 def converge_in_parts(
     api: Api, lb_id: str, spec: PoolSpec, pool_id: str, current: Sequence[Member]
-) -> bool:
-    """One call towards `spec` (the whole list was too large). True when the pool is
-    converged by it; False when more calls are needed (in later syncs)."""
+) -> tuple[Member, ...] | None:
+    """One call towards `spec` (the whole list was too large). None when it converged the
+    pool; else the members it left there, for the next call (in a later sync)."""
     additions, removals = additions_and_removals(spec, current)
     if additions:
         part = _add_first_part(api, lb_id, pool_id, additions)
-        return len(part) == len(additions) and not removals
+        if len(part) == len(additions) and not removals:
+            return None
+        return _with_added(current, part)
     if removals:
         api.delete_member(lb_id, pool_id, removals[0])
-        return len(removals) == 1
-    return True
+        if len(removals) == 1:
+            return None
+        return tuple(m for m in current if m.id != removals[0])
+    return None
+
+
+def _with_added(current: Sequence[Member], part: Sequence[Body]) -> tuple[Member, ...]:
+    """`current` after an additive update with `part` (matched on address and port). The
+    new members' ids are unknown (the call answers 202 with no body): a split never deletes
+    a member it added, and any other change of the specs makes the next sync read again."""
+    added = {
+        (body["address"], body["protocol_port"]): Member(
+            id="",
+            name=body["name"],
+            address=body["address"],
+            protocol_port=body["protocol_port"],
+            subnet_id=body.get("subnet_id"),
+            monitor_port=body.get("monitor_port"),
+        )
+        for body in part
+    }
+    kept = (m for m in current if (m.address, m.protocol_port) not in added)
+    return (*kept, *added.values())
 
 
 def _add_first_part(api: Api, lb_id: str, pool_id: str, additions: Sequence[Body]) -> list[Body]:

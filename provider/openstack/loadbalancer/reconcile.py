@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from provider.errors import CloudError, ProviderError, RetryAfter
 from provider.openstack.loadbalancer.api import Api, BodyTooLarge
-from provider.openstack.loadbalancer.batch import JustWritten, converge_in_parts
+from provider.openstack.loadbalancer.batch import JustWritten, Written, converge_in_parts
 from provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
 from provider.openstack.loadbalancer.resources import Listener, Member, Pool
 from provider.openstack.loadbalancer.service_annotations import Events
@@ -137,12 +137,18 @@ class Reconciler:
         if self._cfg.serial:
             self._members_one_by_one(spec, pool)
             return
+        written = self._written.take(pool.id, spec.members_print)
+        if written is not None and written.left is not None:
+            if len(written.left) == len(pool.members):
+                # A split in progress: carry on from what its last call left.
+                self._members_in_parts(spec, pool, written.left)
+                return
+            written = None  # changed meanwhile: read
         current: list[Member] | None = None
-        just_written = self._written.take(pool.id) == spec.members_print
         if len(pool.members) == spec.member_count:
             # Same count: read them to compare, unless this process just wrote them. A
             # different count is a change for sure, and saves the read.
-            if not spec.member_count or just_written:
+            if not spec.member_count or written is not None:
                 return
             if self._wrote:
                 # Whatever the members say, no write could follow in this sync: read them
@@ -155,12 +161,21 @@ class Reconciler:
             self.write(
                 partial(self._api.replace_members, self._lb_id, pool.id, spec.member_bodies())
             )
-            self._written.put(pool.id, spec.members_print)
+            self._written.put(pool.id, Written(spec.members_print))
             return
         except BodyTooLarge:
             pass  # refused here or answered 413: nothing was done
-        have = current if current is not None else self._members_of(pool)
-        if not self.write(partial(converge_in_parts, self._api, self._lb_id, spec, pool.id, have)):
+        self._members_in_parts(
+            spec, pool, current if current is not None else self._members_of(pool)
+        )
+
+    def _members_in_parts(self, spec: PoolSpec, pool: Pool, current: Sequence[Member]) -> None:
+        """One call of a split (`batch.py`); RetryAfter while more are needed."""
+        left = self.write(
+            partial(converge_in_parts, self._api, self._lb_id, spec, pool.id, current)
+        )
+        if left is not None:
+            self._written.put(pool.id, Written(spec.members_print, left))
             raise self._api.backoff.retry(
                 self._lb_id, f"gets the members of pool {pool.name} in parts (body limit)"
             )
