@@ -674,12 +674,12 @@ def capacity_section(small: Capacity, large: Capacity, *, args: argparse.Namespa
     seed_rows = [f"| {step} | {seconds:,.1f} |" for step, seconds in large.seed_s.items()]
     call_rows = []
     for name, samples in large.sim_ms.items():
+        low, high = min(small.sim_ms[name]), min(samples)
         before, after = statistics.median(small.sim_ms[name]), statistics.median(samples)
-        wall_before = statistics.median(small.latency_ms[name])
-        wall_after = statistics.median(large.latency_ms[name])
+        wall = statistics.median(large.latency_ms[name])
         call_rows.append(
-            f"| {name} | {before:,.2f} | {after:,.2f} | **{after / before:.2f}** "
-            f"| {wall_before:,.2f} | {wall_after:,.2f} |"
+            f"| {name} | {low:,.2f} / {before:,.2f} | {high:,.2f} / {after:,.2f} "
+            f"| **{high / low:.2f}** | {after / before:.2f} | {wall:,.2f} |"
         )
     verdict = "met" if large.rss_mib <= TARGET_RSS_MIB else "missed"
     return [
@@ -701,18 +701,21 @@ def capacity_section(small: Capacity, large: Capacity, *, args: argparse.Namespa
         f"Simulator RSS after seeding and the calls below: **{large.rss_mib:,.0f} MiB** "
         f"(peak {large.peak_rss_mib:,.0f} MiB); target ≤ {TARGET_RSS_MIB} MiB: {verdict}.",
         "",
-        f"Latency of single calls (median of {args.reps}, one at a time) on a small cloud "
+        f"Latency of single calls ({args.reps} samples each, one at a time) on a small cloud "
         f"({small.size.servers:,} servers, {small.size.lbs} load balancer of "
         f"{small.size.members:,} members, a router without routes) and on the cloud above. "
         "Each call's own work is the same on both (the same pool size, a full page of "
         "servers); a ratio near 1 means its cost does not grow with unrelated objects. The "
         "route calls answer the whole router, whose routes are the only part that grows. "
         "*Simulator*: the time the simulator's call log records (request in to answer "
-        "out); *client*: wall time in this process until the whole answer was read (not "
-        "decoded), which adds the transfer of larger answers.",
+        "out), minimum / median of the samples; on a shared machine the minimum is the "
+        "steadier estimate of a call's cost, so the ratio is of minima (of medians beside "
+        "it). *Client*: median wall time in this process until the whole answer was read "
+        "(not decoded), which adds the transfer of larger answers.",
         "",
-        f"| call | simulator, small (ms) | simulator, {size.servers:,} nodes (ms) | ratio "
-        f"| client, small (ms) | client, {size.servers:,} nodes (ms) |",
+        f"| call | simulator, small: min / median (ms) | simulator, {size.servers:,} nodes: "
+        "min / median (ms) | ratio (min) | ratio (median) | client, "
+        f"{size.servers:,} nodes (ms) |",
         "|---|---:|---:|---:|---:|---:|",
         *call_rows,
         "",
@@ -748,7 +751,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--nodes", type=int, default=100)
-    parser.add_argument("--reps", type=int, default=7, help="samples per capacity call")
+    parser.add_argument("--reps", type=int, default=11, help="samples per capacity call")
     parser.add_argument("--no-capacity", action="store_true", help="skip the capacity section")
     parser.add_argument("--no-load", action="store_true", help="skip the service-load section")
     parser.add_argument("--load-lbs", type=int, default=1000)
