@@ -63,7 +63,7 @@ from typing import Any
 
 import msgspec
 
-from bench.faults import gone
+from bench.faults import ADMIN_TOKEN, gone
 from bench.service_scale import (
     CPUS,
     WRITE_METHODS,
@@ -76,15 +76,21 @@ from bench.service_scale import (
 )
 from kubeapi.client import KubeClient, KubeSettings
 from protocol.views import Node, Service
-from pyccm.demo import UNINITIALIZED, NodeList, ServiceList, World, process_tree, simulators
+from pyccm.demo import (
+    LB_ID,
+    UNINITIALIZED,
+    NodeList,
+    ServiceList,
+    World,
+    process_tree,
+    simulators,
+)
 from tests.e2e.conftest import Cloud, supervisorctl, wait_for
 from workers.service.policy import is_backend
 
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-LB_ID = "loadbalancer.openstack.org/load-balancer-id"
-ADMIN_TOKEN = "pyccm-sim-admin"
 WORKER_PROGRAMS = (
     "worker-node",
     "worker-lifecycle",
@@ -605,6 +611,7 @@ class Kubelets:
             batch = [names[(index + i) % len(names)] for i in range(int(owed))]
             owed -= len(batch)
             index += len(batch)
+            failed += sum(1 for f in pending if f.done() and f.result() != 200)
             pending = [f for f in pending if not f.done()]
             if len(pending) > rate:  # the simulator fell a second behind: count, do not queue
                 failed += len(batch)

@@ -280,7 +280,7 @@ def watch_progress(world: World, *, nodes: int, services: int, timeout: float) -
     state = converged_state(kube, cloud)
     while not state.done(nodes=nodes, services=services):
         progress = state.progress(nodes=nodes, services=services)
-        print(f"\r{progress}", end="", flush=True)
+        print(f"\r{progress}  ({time.monotonic() - started:.0f}s)", end="", flush=True)
         if time.monotonic() > deadline:
             print(f"\nnot converged within {timeout:.0f}s: {progress}")
             print(f"logs: {world.workdir} (kept)")
