@@ -128,7 +128,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=int,
         default=None,
         metavar="N",
-        help="Neutron max_routes per router (real default 30; unlimited here)",
+        help="routes per router, answered as Neutron 29's router_route quota (409 OverQuota; "
+        "real default 30; unlimited here)",
     )
     knobs.add_argument(
         "--max-request-body-size",

@@ -93,8 +93,9 @@ class Knobs:
     # Nova's maximum microversion; 2.1 returns flavor {"id"} like gophercloud sees it,
     # >= 2.47 embeds the flavor with `original_name`.
     nova_max_microversion: str = "2.1"
-    # Neutron's `max_routes` per router (its config default is 30); None = unlimited so
-    # the large route benchmarks are not capped.
+    # Routes per router, enforced as Neutron 29 does with its `router_route` quota (409
+    # OverQuota; `quota_router_route` defaults to 30, replacing the `max_routes` option);
+    # None = unlimited so the large route benchmarks are not capped.
     max_routes: int | None = None
     # Member addresses the health monitors report as down (operating_status ERROR).
     down_member_addresses: set[str] = field(default_factory=set)
