@@ -26,6 +26,7 @@ pytestmark = pytest.mark.conformance
 # The settler of the real Octavia waits 0.5 s; the simulator is slowed to match, so a
 # request sent right after a create meets PENDING_CREATE on both.
 PROVISIONING = 2.0
+ROUTE_QUOTA = 30
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Side:
     subnet_id: str
     network_id: str
     octavia_root: str
+    router_id: str
 
     def call(self, service: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         proxy = getattr(self.connection, service)
@@ -53,6 +55,8 @@ def sides(real_cloud: RealCloud) -> Iterator[tuple[Side, Side]]:
         seed_nodes=3,
         provisioning_delay_s=PROVISIONING,
         max_request_body_size=OCTAVIA_MAX_BODY,
+        # Neutron 29's default `router_route` quota.
+        max_routes=ROUTE_QUOTA,
     ) as sim:
         yield (
             _side("sim", sim.connection(), sim),
@@ -68,7 +72,7 @@ def _side(name: str, connection: Any, cloud: OpenStackSimHandle | RealCloud) -> 
         service_type="load-balancer", interface="public", skip_discovery=True
     )
     root = endpoint.rstrip("/").removesuffix("/v2.0").removesuffix("/v2") + "/"
-    return Side(name, connection, subnet_id, network_id, root)
+    return Side(name, connection, subnet_id, network_id, root, seeded.router_id)
 
 
 def fields_of(view: type[msgspec.Struct]) -> list[str]:
@@ -303,3 +307,25 @@ def test_a_member_update_over_the_body_limit_is_413_and_additive_only_keeps_the_
             "10.0.0.12",
             "10.0.0.99",
         }, side.name
+
+
+def test_routes_over_the_router_route_quota_are_refused_with_the_same_answer(
+    sides: tuple[Side, Side],
+) -> None:
+    # pyccm's route worker recognises this answer, keeps the routes that fit and warns.
+    routes = [
+        {"destination": f"10.244.{i}.0/24", "nexthop": f"10.0.0.{10 + i}"}
+        for i in range(ROUTE_QUOTA + 1)
+    ]
+    for side in sides:
+        path = f"/routers/{side.router_id}"
+        status, answer = side.call(
+            "network", "PUT", f"{path}/add_extraroutes", {"router": {"routes": routes}}
+        )
+        assert status == 409, (side.name, answer)
+        assert answer["NeutronError"]["type"] == "OverQuota", (side.name, answer)
+        assert answer["NeutronError"]["message"] == (
+            "Quota exceeded for resources: ['router_route']."
+        ), side.name
+        router = side.call("network", "GET", path)[1]["router"]
+        assert router["routes"] == [], side.name
