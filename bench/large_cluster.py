@@ -58,6 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -1070,13 +1071,15 @@ def sigterm_drill(settings: Settings) -> list[Stop]:
         signalled: dict[str, int] = {}
         for _ in range(settings.sigterm_rounds):
             for program in WORKER_PROGRAMS:
-                progress = observe(kube, cloud, started=started.monotonic)
+                progress = partial(observe, kube, cloud, started=started.monotonic)
                 stops.append(sigterm(world, program, progress, after=signalled))
         kube.client.close()
     return stops
 
 
-def sigterm(world: World, program: str, progress: Progress, *, after: dict[str, int]) -> Stop:
+def sigterm(
+    world: World, program: str, progress: Callable[[], Progress], *, after: dict[str, int]
+) -> Stop:
     """SIGTERM `program`'s current process (a new one, if it was signalled before: the
     others' turns give supervisord time to restart it); seconds until it has exited, and
     a SIGKILL after `STOP_LIMIT` so a worker that ignores SIGTERM cannot stall the drill."""
@@ -1086,6 +1089,7 @@ def sigterm(world: World, program: str, progress: Progress, *, after: dict[str, 
         what=f"{program} running",
     )
     after[program] = pid
+    at = progress().text()
     os.kill(pid, signal.SIGTERM)
     signalled = time.monotonic()
     while not gone(pid) and time.monotonic() - signalled < STOP_LIMIT:
@@ -1093,7 +1097,7 @@ def sigterm(world: World, program: str, progress: Progress, *, after: dict[str, 
     seconds = time.monotonic() - signalled
     if not gone(pid):
         os.kill(pid, signal.SIGKILL)
-    return Stop(program=program.rsplit(":", maxsplit=1)[-1], seconds=seconds, at=progress.text())
+    return Stop(program=program.rsplit(":", maxsplit=1)[-1], seconds=seconds, at=at)
 
 
 def _pid(world: World, program: str) -> int:
