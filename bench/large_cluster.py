@@ -1731,9 +1731,12 @@ def main() -> int:
     settings = settings_of(args)
     # A SIGTERM unwinds like Ctrl-C, so the trees and simulators are stopped, not orphaned.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    # A process of the tree that crashes in C code (SIGSEGV) leaves its Python stack in
-    # tree.log (the tree inherits this environment).
+    # The tree inherits this environment. A process that crashes in C code (SIGSEGV)
+    # leaves its Python stack in tree.log; and as an installed package has its bytecode
+    # compiled, no process compiles every module from source at each start (2-3 CPU-s
+    # each, on the cold start's clock), as bench.service_scale does.
     os.environ["PYTHONFAULTHANDLER"] = "1"
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     runs = []
     for index in range(args.runs):
         print(f"run {index + 1}/{args.runs}", flush=True)
