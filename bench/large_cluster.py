@@ -1053,7 +1053,14 @@ class Stop:
     at: str  # the progress when the signal went
 
 
-def sigterm_drill(settings: Settings) -> list[Stop]:
+@dataclass(frozen=True)
+class Drill:
+    stops: list[Stop]
+    # Crashes of that world's tree (a SIGTERM the drill sent is not one).
+    exits: list[str]
+
+
+def sigterm_drill(settings: Settings) -> Drill:
     """A fresh world converging; each worker SIGTERMed in turn, `sigterm_rounds` times."""
     stops: list[Stop] = []
     with (
@@ -1074,7 +1081,8 @@ def sigterm_drill(settings: Settings) -> list[Stop]:
                 progress = partial(observe, kube, cloud, started=started.monotonic)
                 stops.append(sigterm(world, program, progress, after=signalled))
         kube.client.close()
-    return stops
+        exits = unexpected_exits(world)
+    return Drill(stops=stops, exits=exits)
 
 
 def sigterm(
@@ -1307,7 +1315,7 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def render(runs: Sequence[Run], stops: Sequence[Stop], *, settings: Settings, quick: bool) -> str:
+def render(runs: Sequence[Run], drill: Drill, *, settings: Settings, quick: bool) -> str:
     run = sorted(runs, key=lambda r: r.converged.seconds)[len(runs) // 2]
     lines = [
         f"# The whole tree at scale: {settings.nodes:,} nodes, {settings.services:,} Services "
@@ -1317,7 +1325,7 @@ def render(runs: Sequence[Run], stops: Sequence[Stop], *, settings: Settings, qu
         "",
         "| phase | measured | target | |",
         "| --- | --- | --- | --- |",
-        *_headline(runs, run, stops, settings=settings),
+        *_headline(runs, run, drill, settings=settings),
         "",
         *_converge_section(run),
         *_cold_section(run),
@@ -1325,7 +1333,7 @@ def render(runs: Sequence[Run], stops: Sequence[Stop], *, settings: Settings, qu
         *_churn_section(run, settings=settings),
         *_kubelet_section(run, settings=settings),
         *_lifecycle_section(run, settings=settings),
-        *_sigterm_section(stops),
+        *_sigterm_section(drill.stops),
     ]
     return "\n".join(lines) + "\n"
 
@@ -1357,10 +1365,9 @@ def _not_done(timeline: list[Progress]) -> str:
     return "" if last.done() else f" — **NOT converged**, last seen: {last.text().strip()}"
 
 
-def _headline(
-    runs: Sequence[Run], run: Run, stops: Sequence[Stop], *, settings: Settings
-) -> list[str]:
+def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings) -> list[str]:
     c, cold, churn, kube, cycle = run.converged, run.cold, run.churn, run.kubelets, run.lifecycle
+    stops = drill.stops
     tree_mb = run.memory.tree_total
     per_process = ", ".join(f"{k} {v:.0f}" for k, v in sorted(run.memory.tree_mb.items()))
     failed = {k: v for k, v in churn.checks.items() if v != "ok"}
@@ -1419,8 +1426,9 @@ def _headline(
         f"**{ratio:.0f} x** pyccm's calls per period | | |",
         f"| SIGTERM while converging: slowest exit of {len(stops)} (s) | **{worst:.2f}** "
         f"({_slowest(stops)}) | ≤ 2 s | {verdict(worst <= 2) if stops else 'not run'} |",
-        "| processes that exited unexpectedly during the main phases (supervisord) | "
-        f"{'; '.join(run.exits) or 'none'} | none | {verdict(not run.exits)} |",
+        "| processes that exited unexpectedly (supervisord's log): main phases; SIGTERM drill | "
+        f"{'; '.join(run.exits) or 'none'}; {'; '.join(drill.exits) or 'none'} | none | "
+        f"{verdict(not run.exits and not drill.exits)} |",
     ]
 
 
@@ -1742,8 +1750,8 @@ def main() -> int:
         print(f"run {index + 1}/{args.runs}", flush=True)
         runs.append(one_run(settings))
     print("SIGTERM drill", flush=True)
-    stops = sigterm_drill(settings) if settings.sigterm_rounds else []
-    table = render(runs, stops, settings=settings, quick=args.quick)
+    drill = sigterm_drill(settings) if settings.sigterm_rounds else Drill(stops=[], exits=[])
+    table = render(runs, drill, settings=settings, quick=args.quick)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(table)
