@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from protocol.decoding import decode_json
+
 
 class KubeError(Exception):
     retryable = False
@@ -91,7 +93,7 @@ _BY_CODE: dict[int, type[KubeError]] = {
 def from_response(code: int, body: bytes, retry_after: str | None = None) -> KubeError:
     """The exception for a non-2xx answer."""
     try:
-        status = msgspec.json.decode(body, type=_Status)
+        status = decode_json(body, _Status)
     except msgspec.DecodeError:
         status = _Status(message=body[:200].decode(errors="replace"))
     message = f"{code} {status.reason or 'error'}: {status.message}".rstrip(": ")

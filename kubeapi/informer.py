@@ -26,6 +26,7 @@ import msgspec
 from kubeapi import metrics
 from kubeapi.client import KubeClient
 from kubeapi.errors import Gone, KubeError
+from protocol.decoding import decode_json
 from protocol.views import Node, Service
 
 log = logging.getLogger(__name__)
@@ -250,18 +251,15 @@ class Informer(Generic[Obj]):
         return version
 
     def _handle(self, line: bytes, version: str) -> str:
-        event = msgspec.json.decode(line, type=_Event)
+        event = decode_json(line, _Event)
         metrics.INFORMER_EVENTS.labels(resource=self._resource.name, type=event.type).inc()
         if event.type == "ERROR":
-            status = msgspec.json.decode(event.object, type=_Status)
+            status = decode_json(event.object, _Status)
             if status.code == 410:
                 raise Gone(status.message, code=410)
             raise KubeError(f"watch error {status.code}: {status.message}", code=status.code)
         if event.type == "BOOKMARK":
-            return (
-                msgspec.json.decode(event.object, type=_Bookmark).metadata.resourceVersion
-                or version
-            )
+            return decode_json(event.object, _Bookmark).metadata.resourceVersion or version
         obj = self._object_decoder.decode(event.object)
         if event.type == "DELETED":
             self._sink.delete(obj.key)

@@ -42,6 +42,7 @@ from kubeapi.errors import (
     TooManyRequests,
     Unauthorized,
 )
+from protocol.decoding import decode_json
 from protocol.messages import (
     Action,
     ActionFailure,
@@ -181,7 +182,7 @@ class Writer:
         path = f"/api/v1/nodes/{action.name}"
         node = None if fresh else self._cached_node(action.name)
         if node is None:
-            node = msgspec.json.decode(self._client.request("GET", path), type=Node)
+            node = decode_json(self._client.request("GET", path), Node)
         patch = node_patch(node, action)
         if patch:
             patch.setdefault("metadata", {})["resourceVersion"] = node.metadata.resource_version
@@ -215,7 +216,7 @@ class Writer:
         path = f"/api/v1/namespaces/{action.namespace}/services/{action.name}"
         service = None if fresh else self._cached_service(f"{action.namespace}/{action.name}")
         if service is None:
-            service = msgspec.json.decode(self._client.request("GET", path), type=Service)
+            service = decode_json(self._client.request("GET", path), Service)
         _check_uid(service.metadata.uid, action.uid, path)
         patch = service_status_patch(service, action)
         if patch:

@@ -27,6 +27,7 @@ import msgspec
 from kubeapi.client import KubeClient
 from kubeapi.errors import Conflict, KubeError, NotFound
 from manager import metrics
+from protocol.decoding import decode_json
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class Elector:
             data = self._client.request("GET", f"{self._path}/{self._settings.name}")
         except NotFound:
             return None
-        self._record = msgspec.json.decode(data, type=Lease)
+        self._record = decode_json(data, Lease)
         return self._record
 
     def _create(self, now: str) -> bool:
@@ -295,13 +296,13 @@ class Elector:
             data = self._client.request("POST", self._path, body=msgspec.to_builtins(lease))
         except Conflict:
             return False
-        self._record = msgspec.json.decode(data, type=Lease)
+        self._record = decode_json(data, Lease)
         return True
 
     def _update(self, current: Lease, spec: LeaseSpec) -> None:
         body = msgspec.to_builtins(msgspec.structs.replace(current, spec=spec))
         data = self._client.request("PUT", f"{self._path}/{self._settings.name}", body=body)
-        self._record = msgspec.json.decode(data, type=Lease)
+        self._record = decode_json(data, Lease)
         self._observe(self._record)
 
 

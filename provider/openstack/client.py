@@ -46,6 +46,7 @@ import requests
 import requests.adapters
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
+from protocol.decoding import decode_json
 from provider.errors import CloudConflict, CloudError, CloudNotFound, ProviderError, RetryAfter
 from provider.openstack.sdk import quiet_config_warnings
 
@@ -334,7 +335,7 @@ class OpenStackClient:
         """`call`, then decode the body into `decode_as` (a msgspec Struct)."""
         content = self.call(service, method, path, **kwargs)
         try:
-            return msgspec.json.decode(content, type=decode_as)
+            return decode_json(content, decode_as)
         except msgspec.DecodeError as exc:
             raise CloudError(f"{kwargs.get('request')}: unexpected response body ({exc})") from exc
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from protocol.decoding import decode_json
 from provider.errors import CloudConflict, CloudError, CloudNotFound, RetryAfter
 from provider.openstack.client import OpenStackClient
 from provider.openstack.loadbalancer.resources import (
@@ -584,6 +585,6 @@ def _belongs(refs: list[Ref], lb_id: str) -> bool:
 
 def _decode(kind: type[T], content: bytes) -> T:
     try:
-        return msgspec.json.decode(content, type=kind)
+        return decode_json(content, kind)
     except msgspec.DecodeError as exc:
         raise CloudError(f"unexpected response body ({exc})") from exc
