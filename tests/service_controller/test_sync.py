@@ -71,6 +71,25 @@ def test_a_restarted_worker_verifies_converged_services_after_those_that_need_wo
     assert type(fresh[0]) is str
 
 
+def test_a_restarted_worker_verifies_a_converged_service_without_events(h: Harness) -> None:
+    ensured(h)
+    done = h.replica.service(KEY)
+    assert done is not None
+    restarted = harness(load_balancers=h.cloud.load_balancers())
+    restarted.put(done)
+    restarted.controller.sync(KEY)
+    # The cloud was asked (a verification), the API got no Event.
+    assert h.cloud_calls() == ["lb_ensure"]
+    assert restarted.events() == []
+
+
+def test_a_restarted_worker_announces_a_service_it_must_still_converge(h: Harness) -> None:
+    restarted = harness(load_balancers=h.cloud.load_balancers())
+    restarted.put(make_service())
+    restarted.controller.sync(KEY)
+    assert restarted.events() == ["EnsuringLoadBalancer", "EnsuredLoadBalancer"]
+
+
 def test_a_port_change_runs_ensure_again(h: Harness) -> None:
     ensured(h)
     service = h.replica.service(KEY)

@@ -393,7 +393,13 @@ class ServiceController:
                 # Equal sets: remember this one, so that the next sweep passes us by.
                 self._record(key, service, prior.spec, backends.ids)
         else:
-            announce = prior is None or prior.spec != spec
+            # A Service this process first sees already converged (a restart, a new
+            # leader's snapshot) is verified like a drift resync: without Ensuring/Ensured
+            # events, so a restart of the tree writes nothing when nothing changed.
+            if prior is None:
+                announce = not self._converged_elsewhere(key, service)
+            else:
+                announce = prior.spec != spec
             self._ensure(key, service, spec, backends, announce=announce)
         self._catch_up(key, backends, sweeps)
 
