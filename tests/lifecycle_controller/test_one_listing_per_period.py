@@ -136,3 +136,17 @@ def test_a_listing_the_cloud_refuses_leaves_each_node_to_its_own_probe() -> None
     assert isinstance(actions["gone"][1], DeleteNode)
     assert actions["n1"] == ()
     assert sorted(set(probes(cloud))) == ["gone", "n1"]
+
+
+def test_the_monitor_queues_only_nodes_with_something_to_do() -> None:
+    tainted = Node(
+        metadata=OwnerMeta(name="back", uid="uid-back"),
+        spec=NodeSpec(provider_id=PROVIDER_ID_PREFIX + "x", taints=(SHUTDOWN_TAINT,)),
+        status=NodeStatus(conditions=(NodeCondition(type="Ready", status="True"),)),
+    )
+    nodes = [node(f"ready-{i}", ready="True") for i in range(100)]
+    period = Period(cloud_with(), [*nodes, node("down", ready="Unknown"), tainted])
+    keys: list[str] = []
+    (monitor,) = period.controller.periodics(keys.append)
+    monitor.run()
+    assert sorted(keys) == ["back", "down"]

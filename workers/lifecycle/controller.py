@@ -83,8 +83,11 @@ class LifecycleController:
         def monitor() -> None:
             nodes = self._replica.nodes()
             self._period = self._list([node for node in nodes if not is_ready(node)])
+            # Only nodes with something to do: a Ready node without the shutdown taint
+            # needs nothing (5,000 keys every period cost ~12 % of a core for nothing).
             for node in nodes:
-                enqueue(node.name)
+                if not is_ready(node) or _has_shutdown_taint(node):
+                    enqueue(node.name)
 
         return [Periodic(name="monitor", period=self._settings.monitor_period, run=monitor)]
 
