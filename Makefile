@@ -55,6 +55,7 @@ bench: setup
 	$(RUN) python -m bench.manager
 	$(RUN) python -m bench.e2e_init
 	$(RUN) python -m bench.service_scale
+	$(RUN) python -m bench.large_cluster --max-request-body-size 4194304
 
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache
