@@ -1,7 +1,6 @@
-"""Routing N nodes from nothing against the OpenStack simulator (not a test: pytest does not
-collect it; timings belong in benchmarks, STYLE 14).
+"""Routing N nodes from nothing against the OpenStack simulator.
 
-Run: `.venv/bin/python -m tests.route_controller.bench_routes_on_sim [nodes] [latency_ms]
+Run: `.venv/bin/python -m bench.routes_on_sim [nodes] [latency_ms]
 [time_cap_s]` (defaults 5000, 20, 300).
 
 The simulator runs as its own process (`pyccm sim openstack`, N servers, the given latency on
@@ -16,32 +15,24 @@ call log; then the CPU and the calls of a steady reconcile (nothing to do).
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
-import tempfile
 import time
-import urllib.request
-from collections import Counter
 from contextlib import ExitStack
-from pathlib import Path
-from typing import Any
 
-from prometheus_client import CollectorRegistry
-
+from bench.provider_on_sim import admin, call_kinds, openstack_on_sim
 from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
 from provider.errors import RetryAfter
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.settings import ProviderSettings
-from pyccm.demo import child
 from sim.scenario import CLUSTER_CIDR, seed_node
 from workers.route.cidrs import parse_cluster_cidrs
 from workers.route.controller import KEY, RouteController, RouteSettings
 from workers.runtime.controller import SyncFailed
 from workers.runtime.replica import Replica
+
+
+def not_identity(service: str) -> bool:
+    return service != "identity"
 
 
 def seeded(index: int) -> Node:
@@ -51,23 +42,6 @@ def seeded(index: int) -> Node:
         spec=NodeSpec(pod_cidrs=(seed.pod_cidr,), pod_cidr=seed.pod_cidr),
         status=NodeStatus(addresses=(NodeAddress(type="InternalIP", address=seed.internal_ip),)),
     )
-
-
-def admin(url: str, path: str) -> Any:
-    with urllib.request.urlopen(f"{url}/_sim{path}", timeout=60) as answer:
-        return json.load(answer)
-
-
-def call_kinds(url: str, since: int) -> Counter[str]:
-    """`METHOD /path` of every call since `since`, ids folded to `{id}`."""
-    kinds: Counter[str] = Counter()
-    for call in admin(url, f"/calls?since={since}")["calls"]:
-        if call["service"] == "identity":
-            continue
-        parts = call["path"].split("?")[0].split("/")
-        folded = "/".join("{id}" if len(p) == 36 and p.count("-") == 4 else p for p in parts)
-        kinds[f"{call['method']} {folded}"] += 1
-    return kinds
 
 
 def routed(url: str) -> int:
@@ -91,24 +65,9 @@ def settle(replica: Replica, actions: tuple[Action, ...]) -> int:
 
 def run(nodes: int, latency_ms: float, cap: float) -> None:
     with ExitStack() as stack:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-routes-")))
-        url = stack.enter_context(
-            child(
-                [
-                    *("sim", "openstack", "--seed-nodes", str(nodes)),
-                    *("--write-config", str(workdir), "--latency-ms", str(latency_ms)),
-                ],
-                workdir / "openstack.log",
-            )
+        cloud, url = openstack_on_sim(
+            stack, nodes=nodes, latency_ms=latency_ms, prefix="bench-routes-"
         )
-        conf = workdir / "cloud.conf"
-        provider = ProviderSettings(cloud_config=conf, cloud_api_qps=500.0, cloud_api_burst=500)
-        settings = load_settings(conf, environ={})
-        client = build_client(
-            settings=settings, provider_settings=provider, registry=CollectorRegistry()
-        )
-        cloud = OpenStackCloud(client=client, settings=settings, provider_settings=provider)
-        stack.callback(cloud.close)
         routes = cloud.routes()
         assert routes is not None
         replica = Replica()
@@ -135,7 +94,7 @@ def run(nodes: int, latency_ms: float, cap: float) -> None:
             warnings += sum(1 for a in actions if isinstance(a, RecordEvent))
             available = settle(replica, actions)
         wall, cpu = time.monotonic() - started, time.process_time() - cpu
-        kinds = call_kinds(url, mark)
+        kinds = call_kinds(url, mark, service=not_identity)
         print(
             f"nodes {nodes}, latency {latency_ms:g} ms: {routed(url)} routes on the router, "
             f"{available} nodes NetworkUnavailable=False, {warnings} warnings, "
@@ -157,7 +116,7 @@ def steady(controller: RouteController, url: str, runs: int = 5) -> None:
         actions = controller.sync(KEY)
         cpus.append(time.process_time() - cpu)
         assert actions == (), "a steady reconcile writes nothing"
-    kinds = call_kinds(url, mark)
+    kinds = call_kinds(url, mark, service=not_identity)
     print(
         f"steady reconcile: median {statistics.median(cpus) * 1000:.0f} ms CPU over {runs},"
         f" cloud calls each: {', '.join(f'{n // runs} {k}' for k, n in kinds.items())}"

@@ -1,7 +1,7 @@
 """One lifecycle monitor period over N NotReady nodes against the OpenStack simulator (not a
 test: pytest does not collect it; timings belong in benchmarks, STYLE 14).
 
-Run: `.venv/bin/python -m tests.lifecycle_controller.bench_monitor_on_sim [nodes]
+Run: `.venv/bin/python -m bench.lifecycle_on_sim [nodes]
 [latency_ms]` (defaults 5000, 20).
 
 The simulator runs as its own process (`pyccm sim openstack`, N servers, the given latency),
@@ -15,36 +15,19 @@ wall time and this process's CPU time.
 
 from __future__ import annotations
 
-import json
 import queue
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
-from collections import Counter
 from contextlib import ExitStack
-from pathlib import Path
-from typing import Any
 
-from prometheus_client import CollectorRegistry
-
+from bench.provider_on_sim import admin, call_kinds, openstack_on_sim
 from protocol.messages import Action, Topic
 from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.settings import ProviderSettings
-from pyccm.demo import child
 from workers.lifecycle.controller import LifecycleController, LifecycleSettings
 from workers.runtime.replica import Replica
 
 PROBES = 20
-
-
-def admin(url: str, path: str) -> Any:
-    with urllib.request.urlopen(f"{url}/_sim{path}", timeout=60) as answer:
-        return json.load(answer)
 
 
 def not_ready(name: str, server_id: str) -> Node:
@@ -53,17 +36,6 @@ def not_ready(name: str, server_id: str) -> Node:
         spec=NodeSpec(provider_id=f"openstack:///{server_id}"),
         status=NodeStatus(conditions=(NodeCondition(type="Ready", status="Unknown"),)),
     )
-
-
-def compute_calls(url: str, since: int) -> Counter[str]:
-    kinds: Counter[str] = Counter()
-    for call in admin(url, f"/calls?since={since}")["calls"]:
-        if call["service"] != "compute":
-            continue
-        parts = call["path"].split("?")[0].split("/")
-        folded = "/".join("{id}" if len(p) == 36 and p.count("-") == 4 else p for p in parts)
-        kinds[f"{call['method']} {folded}"] += 1
-    return kinds
 
 
 def one_period(controller: LifecycleController) -> list[Action]:
@@ -92,24 +64,9 @@ def one_period(controller: LifecycleController) -> list[Action]:
 
 def run(nodes: int, latency_ms: float) -> None:
     with ExitStack() as stack:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-life-")))
-        url = stack.enter_context(
-            child(
-                [
-                    *("sim", "openstack", "--seed-nodes", str(nodes)),
-                    *("--write-config", str(workdir), "--latency-ms", str(latency_ms)),
-                ],
-                workdir / "openstack.log",
-            )
+        cloud, url = openstack_on_sim(
+            stack, nodes=nodes, latency_ms=latency_ms, prefix="bench-life-"
         )
-        conf = workdir / "cloud.conf"
-        provider = ProviderSettings(cloud_config=conf, cloud_api_qps=500.0, cloud_api_burst=500)
-        settings = load_settings(conf, environ={})
-        client = build_client(
-            settings=settings, provider_settings=provider, registry=CollectorRegistry()
-        )
-        cloud = OpenStackCloud(client=client, settings=settings, provider_settings=provider)
-        stack.callback(cloud.close)
         instances = cloud.instances()
         assert instances is not None
         replica = Replica()
@@ -123,7 +80,7 @@ def run(nodes: int, latency_ms: float) -> None:
         started, cpu = time.monotonic(), time.process_time()
         actions = one_period(controller)
         wall, cpu = time.monotonic() - started, time.process_time() - cpu
-        kinds = compute_calls(url, mark)
+        kinds = call_kinds(url, mark, service="compute".__eq__)
         print(
             f"nodes {nodes} NotReady, latency {latency_ms:g} ms: one period in {wall:.2f} s wall,"
             f" {cpu:.2f} s CPU (this process), {len(actions)} actions"

@@ -1,6 +1,5 @@
-"""Time of one route reconcile (not a test: pytest does not collect it; timings belong in
-benchmarks, STYLE 14). Run: `.venv/bin/python -m tests.route_controller.bench_reconcile [runs]`.
-It prints the median of several runs as a markdown table; the lead may move it under bench/.
+"""Time of one route reconcile. Run: `.venv/bin/python -m bench.route_reconcile [runs]`.
+It prints the median of several runs as a markdown table.
 
 Scenarios, against the in-memory FakeCloud:
 * first: N nodes with a pod CIDR each and an empty router: N creates and N condition patches;
