@@ -18,9 +18,9 @@ import sys
 CHILD = r"""
 import gc, json, sys, threading
 import msgspec
-from protocol.decoding import decode_json
-from provider.openstack import client
-from provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
+from pyccm.protocol.decoding import decode_json
+from pyccm.provider.openstack import client
+from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
 
 gc.freeze()
 row = {"id": "1", "name": "x", "protocol": "TCP", "protocol_port": 80,

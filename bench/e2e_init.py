@@ -15,11 +15,11 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from kubeapi.client import KubeClient, KubeSettings
-from kubeapi.informer import NODES, Informer
-from manager.store import Cache
-from protocol.messages import SessionId
 from pyccm.demo import UNINITIALIZED, process_tree, simulators
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.informer import NODES, Informer
+from pyccm.manager.store import Cache
+from pyccm.protocol.messages import SessionId
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -37,9 +37,9 @@ from typing import Any, TypeVar
 
 import zmq
 
-from kubeapi.errors import AlreadyExists, KubeError, NotFound
 from pyccm.demo import World, process_tree, simulators
-from sim.kube.runtime import write_kubeconfig
+from pyccm.kubeapi.errors import AlreadyExists, KubeError, NotFound
+from pyccm.sim.kube.runtime import write_kubeconfig
 from tests.e2e.conftest import (
     Cloud,
     Kube,

@@ -75,8 +75,6 @@ from bench.service_scale import (
     processes_of,
     tree_metrics,
 )
-from kubeapi.client import KubeClient, KubeSettings
-from protocol.views import Node, Service
 from pyccm.demo import (
     LB_ID,
     UNINITIALIZED,
@@ -86,8 +84,10 @@ from pyccm.demo import (
     process_tree,
     simulators,
 )
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.protocol.views import Node, Service
+from pyccm.workers.service.policy import is_backend
 from tests.e2e.conftest import Cloud, supervisorctl, wait_for
-from workers.service.policy import is_backend
 
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -498,7 +498,7 @@ def by_label(samples: list[Sample], name: str, label: str) -> dict[str, float]:
 def live_metrics(world: World) -> list[Sample]:
     """The tree's metrics as the manager's /metrics serves them: the live gauges of
     processes that died (a crashed worker) dropped first."""
-    from manager.http import forget_dead_processes
+    from pyccm.manager.http import forget_dead_processes
 
     forget_dead_processes(str(world.workdir / "run" / "metrics"))
     return tree_metrics(world)
@@ -1007,9 +1007,9 @@ def upstream_monitor_pass(bench: Bench) -> tuple[Counter[str], float]:
     """k8s.io/cloud-provider's `MonitorNodes`, once, with this repository's provider:
     for each node in turn, Ready → skip; else InstanceExists, then InstanceShutdown (the
     OpenStack provider's InstancesV2 GETs the server for each)."""
-    from provider.errors import ProviderError
-    from provider.registry import create_cloud
-    from provider.settings import ProviderSettings
+    from pyccm.provider.errors import ProviderError
+    from pyccm.provider.registry import create_cloud
+    from pyccm.provider.settings import ProviderSettings
 
     provider = create_cloud(
         "openstack",
@@ -1149,7 +1149,7 @@ class Bench:
         """Every pool of every LB Service's load balancer, read through Octavia, holds
         exactly the eligible nodes (one member per node, on one of the Service's node
         ports); "ok" or the first few differences."""
-        from provider.openstack.loadbalancer.resources import Member, Pool
+        from pyccm.provider.openstack.loadbalancer.resources import Member, Pool
 
         client = self._client()
         pools = client.list_all(Pool, "load-balancer", "/lbaas/pools", key="pools", request="b")
@@ -1191,8 +1191,8 @@ class Bench:
         return f"{len(set(wanted) - set(routes))} missing, {len(set(routes) - set(wanted))} extra"
 
     def _client(self) -> Any:
-        from provider.registry import create_cloud
-        from provider.settings import ProviderSettings
+        from pyccm.provider.registry import create_cloud
+        from pyccm.provider.settings import ProviderSettings
 
         provider: Any = create_cloud(
             "openstack",

@@ -22,10 +22,10 @@ import time
 from contextlib import ExitStack
 
 from bench.provider_on_sim import admin, call_kinds, openstack_on_sim
-from protocol.messages import Action, Topic
-from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
-from workers.lifecycle.controller import LifecycleController, LifecycleSettings
-from workers.runtime.replica import Replica
+from pyccm.protocol.messages import Action, Topic
+from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.workers.lifecycle.controller import LifecycleController, LifecycleSettings
+from pyccm.workers.runtime.replica import Replica
 
 PROBES = 20
 

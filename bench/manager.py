@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from protocol.views import Node
+from pyccm.protocol.views import Node
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -45,7 +45,7 @@ class NodeList(msgspec.Struct):
 
 
 def node_list_json(count: int) -> bytes:
-    from sim.scenario import seed_node
+    from pyccm.sim.scenario import seed_node
 
     items = []
     for index in range(count):
@@ -173,9 +173,9 @@ def bench_decode(runs: int) -> dict[str, float]:
 
 
 def _subscriber(pub: str, router: str, expected: int, results: Any, name: str) -> None:
-    from protocol.messages import SessionId, Topic
-    from workers.runtime.bus import BusClient, BusClientSettings
-    from workers.runtime.replica import Replica
+    from pyccm.protocol.messages import SessionId, Topic
+    from pyccm.workers.runtime.bus import BusClient, BusClientSettings
+    from pyccm.workers.runtime.replica import Replica
 
     replica = Replica()
     latencies: list[float] = []
@@ -206,10 +206,10 @@ def _subscriber(pub: str, router: str, expected: int, results: Any, name: str) -
 
 
 def bench_bus(count: int, *, rate: float | None) -> dict[str, float]:
-    from manager.bus import BusServer, BusSettings
-    from manager.store import Cache
-    from protocol.messages import SessionId
-    from protocol.views import OwnerMeta
+    from pyccm.manager.bus import BusServer, BusSettings
+    from pyccm.manager.store import Cache
+    from pyccm.protocol.messages import SessionId
+    from pyccm.protocol.views import OwnerMeta
 
     tmp = tempfile.mkdtemp()
     settings = BusSettings(pub_address=f"ipc://{tmp}/pub", router_address=f"ipc://{tmp}/router")

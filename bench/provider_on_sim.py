@@ -14,11 +14,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.settings import ProviderSettings
 from pyccm.demo import child
+from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack.cloud import OpenStackCloud
+from pyccm.provider.openstack.config import load_settings
+from pyccm.provider.settings import ProviderSettings
 
 
 def openstack_on_sim(

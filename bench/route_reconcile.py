@@ -16,8 +16,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from protocol.messages import Action
-from provider.fake import FakeCloud
+from pyccm.protocol.messages import Action
+from pyccm.provider.fake import FakeCloud
 from tests.route_controller.conftest import Harness, build, make_node
 
 POD_BASE = ipaddress.IPv4Address("10.244.0.0")

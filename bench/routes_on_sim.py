@@ -21,14 +21,14 @@ import time
 from contextlib import ExitStack
 
 from bench.provider_on_sim import admin, call_kinds, openstack_on_sim
-from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
-from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
-from provider.errors import RetryAfter
-from sim.scenario import CLUSTER_CIDR, seed_node
-from workers.route.cidrs import parse_cluster_cidrs
-from workers.route.controller import KEY, RouteController, RouteSettings
-from workers.runtime.controller import SyncFailed
-from workers.runtime.replica import Replica
+from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
+from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.provider.errors import RetryAfter
+from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
+from pyccm.workers.route.cidrs import parse_cluster_cidrs
+from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
+from pyccm.workers.runtime.controller import SyncFailed
+from pyccm.workers.runtime.replica import Replica
 
 
 def not_identity(service: str) -> bool:

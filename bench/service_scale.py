@@ -50,8 +50,9 @@ from typing import Any
 
 import msgspec
 
-from kubeapi.client import KubeClient, KubeSettings
-from protocol.views import (
+from pyccm.demo import ServiceList, World, child, process_tree, simulators
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.protocol.views import (
     Node,
     NodeAddress,
     NodeStatus,
@@ -60,10 +61,9 @@ from protocol.views import (
     ServicePort,
     ServiceSpec,
 )
-from provider.errors import RetryAfter
-from provider.interface import LoadBalancers
-from pyccm.demo import ServiceList, World, child, process_tree, simulators
-from sim.scenario import seed_node
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.scenario import seed_node
 
 RESULTS = Path(__file__).parent / "results"
 CPUS = os.cpu_count() or 1
@@ -595,10 +595,10 @@ def upstream_baseline(settings: Settings, *, services: int) -> Baseline:
 def _octavia(cloud_conf: Path) -> tuple[LoadBalancers, Callable[[], None]]:
     from prometheus_client import CollectorRegistry
 
-    from provider.openstack.client import build_client
-    from provider.openstack.cloud import OpenStackCloud
-    from provider.openstack.config import load_settings
-    from provider.settings import ProviderSettings
+    from pyccm.provider.openstack.client import build_client
+    from pyccm.provider.openstack.cloud import OpenStackCloud
+    from pyccm.provider.openstack.config import load_settings
+    from pyccm.provider.settings import ProviderSettings
 
     provider_settings = ProviderSettings(
         cloud_config=cloud_conf, cluster_name="demo", cloud_api_qps=1e6, cloud_api_burst=10**6

@@ -18,7 +18,7 @@ from typing import Any
 
 import urllib3
 
-from kubeapi.errors import Unavailable, from_response
+from pyccm.kubeapi.errors import Unavailable, from_response
 
 log = logging.getLogger(__name__)
 

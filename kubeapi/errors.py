@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from protocol.decoding import decode_json
+from pyccm.protocol.decoding import decode_json
 
 
 class KubeError(Exception):

@@ -23,11 +23,11 @@ from typing import Generic, Protocol, TypeVar
 
 import msgspec
 
-from kubeapi import metrics
-from kubeapi.client import KubeClient
-from kubeapi.errors import Gone, KubeError
-from protocol.decoding import decode_json
-from protocol.views import Node, Service
+from pyccm.kubeapi import metrics
+from pyccm.kubeapi.client import KubeClient
+from pyccm.kubeapi.errors import Gone, KubeError
+from pyccm.protocol.decoding import decode_json
+from pyccm.protocol.views import Node, Service
 
 log = logging.getLogger(__name__)
 

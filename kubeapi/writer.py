@@ -30,9 +30,9 @@ from typing import Any
 
 import msgspec
 
-from kubeapi import metrics
-from kubeapi.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
-from kubeapi.errors import (
+from pyccm.kubeapi import metrics
+from pyccm.kubeapi.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
+from pyccm.kubeapi.errors import (
     BadRequest,
     Conflict,
     Forbidden,
@@ -42,8 +42,8 @@ from kubeapi.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from protocol.decoding import decode_json
-from protocol.messages import (
+from pyccm.protocol.decoding import decode_json
+from pyccm.protocol.messages import (
     Action,
     ActionFailure,
     DeleteNode,
@@ -55,7 +55,7 @@ from protocol.messages import (
     PatchServiceStatus,
     RecordEvent,
 )
-from protocol.views import Node, Service, Taint
+from pyccm.protocol.views import Node, Service, Taint
 
 log = logging.getLogger(__name__)
 

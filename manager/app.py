@@ -18,14 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
 
-from kubeapi.client import KubeClient, KubeSettings
-from kubeapi.informer import NODES, SERVICES, Informer
-from kubeapi.writer import Writer
-from manager.bus import BusServer, BusSettings, WorkerIdentity
-from manager.election import ElectionSettings, Elector
-from manager.http import Checks, HttpServer
-from manager.store import Cache
-from protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.informer import NODES, SERVICES, Informer
+from pyccm.kubeapi.writer import Writer
+from pyccm.manager.bus import BusServer, BusSettings, WorkerIdentity
+from pyccm.manager.election import ElectionSettings, Elector
+from pyccm.manager.http import Checks, HttpServer
+from pyccm.manager.store import Cache
+from pyccm.protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
-from manager import metrics
-from manager.store import Cache, Channel
-from protocol.addresses import ServerCurve, require_curve
-from protocol.drops import DropLog
-from protocol.mailbox import Mailbox
-from protocol.messages import (
+from pyccm.manager import metrics
+from pyccm.manager.store import Cache, Channel
+from pyccm.protocol.addresses import ServerCurve, require_curve
+from pyccm.protocol.drops import DropLog
+from pyccm.protocol.mailbox import Mailbox
+from pyccm.protocol.messages import (
     PROTOCOL_VERSION,
     Ack,
     ActionFailure,
@@ -50,7 +50,7 @@ from protocol.messages import (
     decode,
     encode,
 )
-from protocol.views import Node, Service
+from pyccm.protocol.views import Node, Service
 
 log = logging.getLogger(__name__)
 

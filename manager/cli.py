@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from protocol.addresses import add_bus_flags, resolve, server_curve
-from protocol.controllers import parse_controllers
+from pyccm.protocol.addresses import add_bus_flags, resolve, server_curve
+from pyccm.protocol.controllers import parse_controllers
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,10 +57,10 @@ def expected_workers(controllers: tuple[str, ...], shards: int) -> tuple[str, ..
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubeapi.client import KubeSettings
-    from manager.app import Manager, ManagerSettings
-    from manager.bus import BusSettings
-    from manager.election import ElectionSettings
+    from pyccm.kubeapi.client import KubeSettings
+    from pyccm.manager.app import Manager, ManagerSettings
+    from pyccm.manager.bus import BusSettings
+    from pyccm.manager.election import ElectionSettings
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s manager %(levelname)s %(name)s: %(message)s"

@@ -24,10 +24,10 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from kubeapi.client import KubeClient
-from kubeapi.errors import Conflict, KubeError, NotFound
-from manager import metrics
-from protocol.decoding import decode_json
+from pyccm.kubeapi.client import KubeClient
+from pyccm.kubeapi.errors import Conflict, KubeError, NotFound
+from pyccm.manager import metrics
+from pyccm.protocol.decoding import decode_json
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
-from protocol.messages import Delta, Seq, SessionId, Topic
-from protocol.projections import VIEWS, View, channel, project
-from protocol.views import Node, Service
+from pyccm.protocol.messages import Delta, Seq, SessionId, Topic
+from pyccm.protocol.projections import VIEWS, View, channel, project
+from pyccm.protocol.views import Node, Service
 
 Obj = TypeVar("Obj", Node, Service)
 

@@ -17,7 +17,14 @@ from typing import NewType
 
 import msgspec
 
-from protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeCondition, Service, Taint
+from pyccm.protocol.views import (
+    LoadBalancerIngress,
+    Node,
+    NodeAddress,
+    NodeCondition,
+    Service,
+    Taint,
+)
 
 # 2: a Hello names its view (protocol.projections); heartbeats count sequences per channel.
 PROTOCOL_VERSION = 2

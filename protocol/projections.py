@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.messages import Topic
-from protocol.views import (
+from pyccm.protocol.messages import Topic
+from pyccm.protocol.views import (
     Node,
     NodeCondition,
     NodeSpec,

@@ -26,8 +26,8 @@ from typing import Literal
 
 import yaml
 
-from protocol.views import LoadBalancerIngress, Node, NodeAddress, Service
-from provider.errors import (
+from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, Service
+from pyccm.provider.errors import (
     AmbiguousInstance,
     CloudNotFound,
     ConfigError,
@@ -36,7 +36,7 @@ from provider.errors import (
     ProviderError,
     RetryAfter,
 )
-from provider.interface import (
+from pyccm.provider.interface import (
     InstanceListing,
     InstanceMetadata,
     Instances,
@@ -48,7 +48,7 @@ from provider.interface import (
     RouteFailure,
     Routes,
 )
-from provider.settings import ProviderSettings
+from pyccm.provider.settings import ProviderSettings
 
 FakeMethod = Literal[
     "instance_exists",

@@ -22,7 +22,7 @@ from typing import Literal, NewType, Protocol
 
 import msgspec
 
-from protocol.views import LoadBalancerIngress, Node, NodeAddress, Service
+from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, Service
 
 ProviderId = NewType("ProviderId", str)
 """A node's `spec.providerID`, e.g. `openstack:///<server uuid>`."""

@@ -16,15 +16,15 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Protocol, cast
 
-from provider.errors import ConfigError
-from provider.interface import Cloud
-from provider.settings import ProviderSettings
+from pyccm.provider.errors import ConfigError
+from pyccm.provider.interface import Cloud
+from pyccm.provider.settings import ProviderSettings
 
 ENTRY_POINT_GROUP = "pyccm.providers"
 
 BUILTIN_PROVIDERS: Mapping[str, str] = {
-    "fake": "provider.fake:create_cloud",
-    "openstack": "provider.openstack:create_cloud",
+    "fake": "pyccm.provider.fake:create_cloud",
+    "openstack": "pyccm.provider.openstack:create_cloud",
 }
 
 

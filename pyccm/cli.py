@@ -12,10 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from manager import cli as manager_cli
 from pyccm import __version__, demo
-from sim import cli as sim_cli
-from workers import cli as worker_cli
+from pyccm.manager import cli as manager_cli
+from pyccm.sim import cli as sim_cli
+from pyccm.workers import cli as worker_cli
 
 DESCRIPTION = """\
 pyccm is a Kubernetes cloud-controller-manager for OpenStack. A manager process holds

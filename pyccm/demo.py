@@ -32,8 +32,8 @@ from typing import Any
 
 import msgspec
 
-from protocol.views import Node, Service
-from sim.scenario import CLUSTER_CIDR
+from pyccm.protocol.views import Node, Service
+from pyccm.sim.scenario import CLUSTER_CIDR
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 READY_URL = re.compile(r"ready at (\S+)")
@@ -268,7 +268,7 @@ def process_tree(
 
 def watch_progress(world: World, *, nodes: int, services: int, timeout: float) -> int:
     """Wait for the three jobs, then for one Service's deletion; print the summary."""
-    from kubeapi.client import KubeClient, KubeSettings
+    from pyccm.kubeapi.client import KubeClient, KubeSettings
 
     kube = KubeClient(settings=KubeSettings(kubeconfig=str(world.kubeconfig)))
     cloud = CloudView(world.cloud_url)

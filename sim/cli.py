@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from sim.kube import cli as kube_cli
-from sim.openstack import cli as openstack_cli
+from pyccm.sim.kube import cli as kube_cli
+from pyccm.sim.openstack import cli as openstack_cli
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

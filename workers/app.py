@@ -13,24 +13,24 @@ from types import FrameType
 
 from prometheus_client import Gauge
 
-from protocol.addresses import client_curve, resolve
-from protocol.controllers import canonical
-from protocol.messages import SessionId
-from provider.errors import ConfigError
-from provider.interface import Cloud
-from provider.registry import create_cloud
-from provider.settings import ProviderSettings
-from workers.lifecycle.controller import LifecycleController, LifecycleSettings
-from workers.node.controller import NodeController, NodeSettings
-from workers.route.cidrs import parse_cluster_cidrs
-from workers.route.controller import RouteController, RouteSettings
-from workers.runtime.bus import BusClient, BusClientSettings
-from workers.runtime.commit import Committer, Transport
-from workers.runtime.controller import Controller, Disabled, DisabledController
-from workers.runtime.replica import Replica
-from workers.runtime.runner import Runner, RunnerSettings
-from workers.service.controller import ServiceController, ServiceSettings
-from workers.service.policy import Shard
+from pyccm.protocol.addresses import client_curve, resolve
+from pyccm.protocol.controllers import canonical
+from pyccm.protocol.messages import SessionId
+from pyccm.provider.errors import ConfigError
+from pyccm.provider.interface import Cloud
+from pyccm.provider.registry import create_cloud
+from pyccm.provider.settings import ProviderSettings
+from pyccm.workers.lifecycle.controller import LifecycleController, LifecycleSettings
+from pyccm.workers.node.controller import NodeController, NodeSettings
+from pyccm.workers.route.cidrs import parse_cluster_cidrs
+from pyccm.workers.route.controller import RouteController, RouteSettings
+from pyccm.workers.runtime.bus import BusClient, BusClientSettings
+from pyccm.workers.runtime.commit import Committer, Transport
+from pyccm.workers.runtime.controller import Controller, Disabled, DisabledController
+from pyccm.workers.runtime.replica import Replica
+from pyccm.workers.runtime.runner import Runner, RunnerSettings
+from pyccm.workers.service.controller import ServiceController, ServiceSettings
+from pyccm.workers.service.policy import Shard
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,8 @@ def _transport(
     """The bus (or the standalone informers); `view` is the canonical controller name,
     which picks what the manager sends this worker (protocol.projections)."""
     if args.standalone:
-        from kubeapi.client import KubeSettings
-        from workers.runtime.standalone import StandaloneTransport
+        from pyccm.kubeapi.client import KubeSettings
+        from pyccm.workers.runtime.standalone import StandaloneTransport
 
         return StandaloneTransport(
             kube=KubeSettings(kubeconfig=args.kubeconfig),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from protocol.addresses import add_bus_flags
-from protocol.controllers import CONTROLLERS, WORKER_ALIASES
-from protocol.durations import duration_flag
+from pyccm.protocol.addresses import add_bus_flags
+from pyccm.protocol.controllers import CONTROLLERS, WORKER_ALIASES
+from pyccm.protocol.durations import duration_flag
 
 DURATION = "seconds, or a duration such as 5s or 5m"
 
@@ -78,6 +78,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from workers.app import main
+    from pyccm.workers.app import main
 
     return main(args)

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from provider.openstack.cloud import OpenStackCloud
-    from provider.settings import ProviderSettings
+    from pyccm.provider.openstack.cloud import OpenStackCloud
+    from pyccm.provider.settings import ProviderSettings
 
 
 def create_cloud(*, settings: ProviderSettings) -> OpenStackCloud:
-    from provider.openstack.client import build_client
-    from provider.openstack.cloud import OpenStackCloud
-    from provider.openstack.config import load_settings
+    from pyccm.provider.openstack.client import build_client
+    from pyccm.provider.openstack.cloud import OpenStackCloud
+    from pyccm.provider.openstack.config import load_settings
 
     openstack_settings = load_settings(settings.cloud_config)
     client = build_client(settings=openstack_settings, provider_settings=settings)

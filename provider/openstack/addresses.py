@@ -11,9 +11,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 
-from protocol.views import NodeAddress
-from provider.openstack.config import NetworkingSettings
-from provider.openstack.resources import Port, Server, ServerAddress
+from pyccm.protocol.views import NodeAddress
+from pyccm.provider.openstack.config import NetworkingSettings
+from pyccm.provider.openstack.resources import Port, Server, ServerAddress
 
 INTERNAL_IP = "InternalIP"
 EXTERNAL_IP = "ExternalIP"

@@ -46,15 +46,21 @@ import requests
 import requests.adapters
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
-from protocol.decoding import decode_json
-from provider.errors import CloudConflict, CloudError, CloudNotFound, ProviderError, RetryAfter
-from provider.openstack.sdk import quiet_config_warnings
+from pyccm.protocol.decoding import decode_json
+from pyccm.provider.errors import (
+    CloudConflict,
+    CloudError,
+    CloudNotFound,
+    ProviderError,
+    RetryAfter,
+)
+from pyccm.provider.openstack.sdk import quiet_config_warnings
 
 if TYPE_CHECKING:
     from openstack.connection import Connection
 
-    from provider.openstack.config import GlobalSettings, OpenStackSettings
-    from provider.settings import ProviderSettings
+    from pyccm.provider.openstack.config import GlobalSettings, OpenStackSettings
+    from pyccm.provider.settings import ProviderSettings
 
 ServiceType = Literal["compute", "network", "load-balancer"]
 T = TypeVar("T")

@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 
-from provider.errors import NotSupported
-from provider.interface import Instances, LoadBalancers, Routes
-from provider.openstack.client import OpenStackClient
-from provider.openstack.config import OpenStackSettings
-from provider.openstack.features import CloudFeatures
-from provider.openstack.instances import OpenStackInstances
-from provider.openstack.routes import OpenStackRoutes
-from provider.settings import ProviderSettings
+from pyccm.provider.errors import NotSupported
+from pyccm.provider.interface import Instances, LoadBalancers, Routes
+from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.config import OpenStackSettings
+from pyccm.provider.openstack.features import CloudFeatures
+from pyccm.provider.openstack.instances import OpenStackInstances
+from pyccm.provider.openstack.routes import OpenStackRoutes
+from pyccm.provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class OpenStackCloud:
         if not self.settings.load_balancer.enabled:
             log.info("[LoadBalancer] enabled = false: no load balancers")
             return None
-        from provider.openstack.loadbalancer import build_load_balancers
+        from pyccm.provider.openstack.loadbalancer import build_load_balancers
 
         try:
             return build_load_balancers(

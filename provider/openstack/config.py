@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from provider.errors import ConfigError
-from provider.openstack.gcfg import IniDocument, Section, parse_ini
-from provider.openstack.sdk import quiet_config_warnings
+from pyccm.provider.errors import ConfigError
+from pyccm.provider.openstack.gcfg import IniDocument, Section, parse_ini
+from pyccm.provider.openstack.sdk import quiet_config_warnings
 
 KNOWN_LB_PROVIDERS = ("amphora", "amphorav2", "f5", "octavia", "ovn")
 KNOWN_CONTAINER_STORES = ("barbican", "external")

@@ -27,9 +27,9 @@ from typing import Any
 
 import msgspec
 
-from provider.errors import CloudNotFound
-from provider.openstack.client import OpenStackClient
-from provider.openstack.resources import ExtensionList
+from pyccm.provider.errors import CloudNotFound
+from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.resources import ExtensionList
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.durations import parse_duration
-from provider.errors import ConfigError
+from pyccm.protocol.durations import parse_duration
+from pyccm.provider.errors import ConfigError
 
 # Keys whose values are credentials: never echoed in an error message.
 SECRET_KEYS = frozenset({"password", "token", "trustee-password", "application-credential-secret"})

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from protocol.views import Node
-from provider.errors import (
+from pyccm.protocol.views import Node
+from pyccm.provider.errors import (
     AmbiguousInstance,
     CloudError,
     CloudNotFound,
@@ -42,11 +42,11 @@ from provider.errors import (
     InvalidProviderId,
     ProviderError,
 )
-from provider.interface import InstanceListing, InstanceMetadata, ProviderId
-from provider.openstack.addresses import node_addresses
-from provider.openstack.client import OpenStackClient
-from provider.openstack.config import OpenStackSettings
-from provider.openstack.resources import (
+from pyccm.provider.interface import InstanceListing, InstanceMetadata, ProviderId
+from pyccm.provider.openstack.addresses import node_addresses
+from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.config import OpenStackSettings
+from pyccm.provider.openstack.resources import (
     FlavorEnvelope,
     NetworkEnvelope,
     Port,

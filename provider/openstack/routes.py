@@ -52,11 +52,11 @@ from typing import TypeVar
 
 import msgspec
 
-from protocol.views import Node
-from provider.errors import CloudError, CloudNotFound, ProviderError
-from provider.interface import Route, RouteFailure
-from provider.openstack.client import OpenStackClient
-from provider.openstack.resources import (
+from pyccm.protocol.views import Node
+from pyccm.provider.errors import CloudError, CloudNotFound, ProviderError
+from pyccm.provider.interface import Route, RouteFailure
+from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.resources import (
     AddressPair,
     Port,
     Router,

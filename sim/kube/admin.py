@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
-from sim.kube import errors, resources
-from sim.kube.errors import ApiError
-from sim.kube.seed import churn, seed, set_node_ready
-from sim.kube.settings import VERBS
+from pyccm.sim.kube import errors, resources
+from pyccm.sim.kube.errors import ApiError
+from pyccm.sim.kube.seed import churn, seed, set_node_ready
+from pyccm.sim.kube.settings import VERBS
 
 if TYPE_CHECKING:
-    from sim.kube.server import KubeSim
+    from pyccm.sim.kube.server import KubeSim
 
 Obj = dict[str, Any]
 
@@ -45,7 +45,7 @@ class AdminEndpoints:
         self.sim = sim
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
-        from sim.kube.server import error_response
+        from pyccm.sim.kube.server import error_response
 
         try:
             self._authenticate(request)

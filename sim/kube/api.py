@@ -30,18 +30,18 @@ from typing import Any
 
 import msgspec
 
-from sim.kube import errors
-from sim.kube.objects import Allocator, now_rfc3339, prepare_create, prepare_update, validate
-from sim.kube.patch import (
+from pyccm.sim.kube import errors
+from pyccm.sim.kube.objects import Allocator, now_rfc3339, prepare_create, prepare_update, validate
+from pyccm.sim.kube.patch import (
     MalformedPatch,
     PatchError,
     json_patch,
     merge_patch,
     strategic_merge_patch,
 )
-from sim.kube.resources import ALL_RESOURCES, NAMESPACES, ResourceType
-from sim.kube.selectors import Predicate, both, parse_field_selector, parse_label_selector
-from sim.kube.store import (
+from pyccm.sim.kube.resources import ALL_RESOURCES, NAMESPACES, ResourceType
+from pyccm.sim.kube.selectors import Predicate, both, parse_field_selector, parse_label_selector
+from pyccm.sim.kube.store import (
     Entry,
     EventType,
     Expired,

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from sim.kube import errors
-from sim.kube.settings import User
+from pyccm.sim.kube import errors
+from pyccm.sim.kube.settings import User
 
 
 def parse_token_file(text: str) -> list[tuple[str, User]]:

@@ -100,9 +100,9 @@ def _error_rates(pairs: list[str]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from sim.kube.auth import parse_token_file
-    from sim.kube.runtime import serve_until_signalled
-    from sim.kube.settings import Faults, SimSettings
+    from pyccm.sim.kube.auth import parse_token_file
+    from pyccm.sim.kube.runtime import serve_until_signalled
+    from pyccm.sim.kube.settings import Faults, SimSettings
 
     try:
         tokens = parse_token_file(args.token_file.read_text()) if args.token_file else []

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sim.kube.errors import ApiError, invalid
-from sim.kube.resources import LEASES, NAMESPACES, NODES, SERVICES, ResourceType
+from pyccm.sim.kube.errors import ApiError, invalid
+from pyccm.sim.kube.resources import LEASES, NAMESPACES, NODES, SERVICES, ResourceType
 
 Obj = dict[str, Any]
 Cause = tuple[str, str, str]

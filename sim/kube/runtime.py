@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from sim.kube.seed import seed
-from sim.kube.server import KubeSim
-from sim.kube.settings import Faults, SimSettings
+from pyccm.sim.kube.seed import seed
+from pyccm.sim.kube.server import KubeSim
+from pyccm.sim.kube.settings import Faults, SimSettings
 
 
 class Running:
@@ -61,7 +61,7 @@ async def start(settings: SimSettings, faults: Faults | None = None) -> Running:
     await runner.setup()
     scratch, context, ca_pem = None, None, None
     if settings.tls:
-        from sim.kube.tls import scratch_dir, self_signed
+        from pyccm.sim.kube.tls import scratch_dir, self_signed
 
         certificate = self_signed(settings.host)
         scratch = scratch_dir()

@@ -17,11 +17,11 @@ from typing import Any
 
 import msgspec
 
-from sim.kube.api import KubeApi
-from sim.kube.objects import now_rfc3339
-from sim.kube.resources import NAMESPACES, NODES, SERVICES
-from sim.kube.store import Entry
-from sim.scenario import seed_node
+from pyccm.sim.kube.api import KubeApi
+from pyccm.sim.kube.objects import now_rfc3339
+from pyccm.sim.kube.resources import NAMESPACES, NODES, SERVICES
+from pyccm.sim.kube.store import Entry
+from pyccm.sim.scenario import seed_node
 
 Obj = dict[str, Any]
 

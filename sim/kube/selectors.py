@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sim.kube.errors import bad_request
+from pyccm.sim.kube.errors import bad_request
 
 Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]

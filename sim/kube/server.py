@@ -30,8 +30,8 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from sim.kube import errors, resources
-from sim.kube.api import (
+from pyccm.sim.kube import errors, resources
+from pyccm.sim.kube.api import (
     PATCH_TYPES,
     KubeApi,
     ListOptions,
@@ -39,12 +39,12 @@ from sim.kube.api import (
     bookmark_line,
     expired_line,
 )
-from sim.kube.auth import Authorizer, Request
-from sim.kube.errors import ApiError
-from sim.kube.resources import ResourceType
-from sim.kube.settings import ADMIN_USER, Faults, SimSettings, User
-from sim.kube.store import Store, Watcher
-from sim.kube.tables import to_table, wants_table
+from pyccm.sim.kube.auth import Authorizer, Request
+from pyccm.sim.kube.errors import ApiError
+from pyccm.sim.kube.resources import ResourceType
+from pyccm.sim.kube.settings import ADMIN_USER, Faults, SimSettings, User
+from pyccm.sim.kube.store import Store, Watcher
+from pyccm.sim.kube.tables import to_table, wants_table
 
 log = logging.getLogger("pyccm.sim.kube")
 
@@ -164,7 +164,7 @@ class KubeSim:
         self.started = time.monotonic()
 
     def application(self) -> web.Application:
-        from sim.kube.admin import AdminEndpoints
+        from pyccm.sim.kube.admin import AdminEndpoints
 
         app = web.Application(client_max_size=self.settings.max_body_bytes)
         admin = AdminEndpoints(self)

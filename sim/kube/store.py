@@ -33,7 +33,7 @@ from typing import Any, NewType
 
 import msgspec
 
-from sim.kube.resources import ALL_RESOURCES, ResourceType
+from pyccm.sim.kube.resources import ALL_RESOURCES, ResourceType
 
 Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]

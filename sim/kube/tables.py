@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
-from sim.kube.resources import ResourceType
+from pyccm.sim.kube.resources import ResourceType
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int]  # name, type, priority (1 = only with -o wide)

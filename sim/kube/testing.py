@@ -1,6 +1,6 @@
 """The kube simulator as a test fixture: `running_kube_sim(**knobs)`.
 
-    from sim.kube.testing import running_kube_sim
+    from pyccm.sim.kube.testing import running_kube_sim
 
     with running_kube_sim(seed_nodes=3, seed_services=2) as kube:
         core = kubernetes.client.CoreV1Api(kube.api_client())
@@ -42,11 +42,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sim.kube import runtime
-from sim.kube.resources import NODES, resource_named
-from sim.kube.seed import seed, set_node_ready
-from sim.kube.server import KubeSim
-from sim.kube.settings import SimSettings, User
+from pyccm.sim.kube import runtime
+from pyccm.sim.kube.resources import NODES, resource_named
+from pyccm.sim.kube.seed import seed, set_node_ready
+from pyccm.sim.kube.server import KubeSim
+from pyccm.sim.kube.settings import SimSettings, User
 
 Obj = dict[str, Any]
 T = TypeVar("T")

@@ -27,12 +27,12 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from sim.openstack import bodylimit
-from sim.openstack.calllog import Seq, mask_query
-from sim.openstack.cloud import Cloud
-from sim.openstack.errors import ApiError, bad_request, render, unauthorized
-from sim.openstack.routing import Reply, Req
-from sim.openstack.settings import FailRule
+from pyccm.sim.openstack import bodylimit
+from pyccm.sim.openstack.calllog import Seq, mask_query
+from pyccm.sim.openstack.cloud import Cloud
+from pyccm.sim.openstack.errors import ApiError, bad_request, render, unauthorized
+from pyccm.sim.openstack.routing import Reply, Req
+from pyccm.sim.openstack.settings import FailRule
 
 log = logging.getLogger("pyccm.sim.openstack")
 

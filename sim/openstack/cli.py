@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from sim.openstack.settings import DEFAULT_MAX_REQUEST_BODY_SIZE
+from pyccm.sim.openstack.settings import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 READY_PREFIX = "pyccm sim openstack: ready at "
 
@@ -175,6 +175,6 @@ def knob_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sim.openstack.main import main
+    from pyccm.sim.openstack.main import main
 
     return main(args)

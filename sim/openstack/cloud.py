@@ -16,14 +16,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from sim.openstack import keystone, neutron, nova, octavia
-from sim.openstack.calllog import CallLog
-from sim.openstack.errors import not_found
-from sim.openstack.members import MemberTable
-from sim.openstack.routing import Route
-from sim.openstack.seed import SeededCloud, SeedSpec, seed_cloud
-from sim.openstack.settings import Knobs, SimSettings
-from sim.openstack.store import Counters, Ids, Record, Table
+from pyccm.sim.openstack import keystone, neutron, nova, octavia
+from pyccm.sim.openstack.calllog import CallLog
+from pyccm.sim.openstack.errors import not_found
+from pyccm.sim.openstack.members import MemberTable
+from pyccm.sim.openstack.routing import Route
+from pyccm.sim.openstack.seed import SeededCloud, SeedSpec, seed_cloud
+from pyccm.sim.openstack.settings import Knobs, SimSettings
+from pyccm.sim.openstack.store import Counters, Ids, Record, Table
 
 
 class Cloud:
@@ -122,7 +122,7 @@ class Cloud:
         floating_ip: bool = False,
         zone: str | None = None,
     ) -> Record:
-        from sim.openstack.seed import add_node_server
+        from pyccm.sim.openstack.seed import add_node_server
 
         return add_node_server(
             nova=self.nova,

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sim.openstack.errors import ApiError, bad_request, not_found, unauthorized
-from sim.openstack.routing import NO_CONTENT, Reply, Req, Route, json_object, ok
-from sim.openstack.settings import SimSettings
-from sim.openstack.store import Ids
+from pyccm.sim.openstack.errors import ApiError, bad_request, not_found, unauthorized
+from pyccm.sim.openstack.routing import NO_CONTENT, Reply, Req, Route, json_object, ok
+from pyccm.sim.openstack.settings import SimSettings
+from pyccm.sim.openstack.store import Ids
 
 IDENTITY_VERSION = "v3.14"
 UPDATED = "2020-04-07T00:00:00Z"

@@ -8,10 +8,10 @@ import logging
 import signal
 import sys
 
-from sim.openstack.cli import READY_PREFIX, knob_values
-from sim.openstack.seed import SeedSpec
-from sim.openstack.server import Ready, serve
-from sim.openstack.settings import Knobs, SimSettings
+from pyccm.sim.openstack.cli import READY_PREFIX, knob_values
+from pyccm.sim.openstack.seed import SeedSpec
+from pyccm.sim.openstack.server import Ready, serve
+from pyccm.sim.openstack.settings import Knobs, SimSettings
 
 
 def main(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from sim.openstack.store import Counters, Record
+from pyccm.sim.openstack.store import Counters, Record
 
 # Fields a client can set on an existing member through a batch update (Octavia compares
 # them to decide whether the member changed).

@@ -18,9 +18,9 @@ from typing import Any
 import msgspec
 from multidict import MultiMapping
 
-from sim.openstack.errors import ApiError, bad_request, conflict, not_found
-from sim.openstack.pagination import neutron_page
-from sim.openstack.routing import (
+from pyccm.sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from pyccm.sim.openstack.pagination import neutron_page
+from pyccm.sim.openstack.routing import (
     NO_CONTENT,
     Reply,
     Req,
@@ -31,8 +31,8 @@ from sim.openstack.routing import (
     reject_unknown,
     string_list,
 )
-from sim.openstack.settings import Knobs
-from sim.openstack.store import (
+from pyccm.sim.openstack.settings import Knobs
+from pyccm.sim.openstack.store import (
     NULL_SPELLINGS,
     AddressPool,
     Counters,

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sim.openstack.errors import ApiError, bad_request, conflict, not_found
-from sim.openstack.neutron import Neutron
-from sim.openstack.pagination import Page, nova_page
-from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, ok
-from sim.openstack.settings import Knobs, version_minor
-from sim.openstack.store import Counters, Ids, Record, Table, now_iso
+from pyccm.sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from pyccm.sim.openstack.neutron import Neutron
+from pyccm.sim.openstack.pagination import Page, nova_page
+from pyccm.sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, ok
+from pyccm.sim.openstack.settings import Knobs, version_minor
+from pyccm.sim.openstack.store import Counters, Ids, Record, Table, now_iso
 
 PREFIX = "/compute/v2.1"
 MIN_MINOR = 1

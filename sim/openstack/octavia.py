@@ -25,13 +25,13 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from sim.openstack.errors import ApiError, bad_request, conflict, not_found
-from sim.openstack.members import BATCH_FIELDS, Member, MemberTable, PoolMembers, shared
-from sim.openstack.neutron import Neutron
-from sim.openstack.pagination import octavia_page
-from sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
-from sim.openstack.settings import Knobs, version_minor
-from sim.openstack.store import (
+from pyccm.sim.openstack.errors import ApiError, bad_request, conflict, not_found
+from pyccm.sim.openstack.members import BATCH_FIELDS, Member, MemberTable, PoolMembers, shared
+from pyccm.sim.openstack.neutron import Neutron
+from pyccm.sim.openstack.pagination import octavia_page
+from pyccm.sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
+from pyccm.sim.openstack.settings import Knobs, version_minor
+from pyccm.sim.openstack.store import (
     PAGING_PARAMS,
     Counters,
     Ids,

@@ -36,8 +36,8 @@ from urllib.parse import urlencode
 
 from multidict import MultiMapping
 
-from sim.openstack.errors import ApiError, bad_request
-from sim.openstack.store import Record
+from pyccm.sim.openstack.errors import ApiError, bad_request
+from pyccm.sim.openstack.store import Record
 
 Key = Callable[[Record], Any]
 Link = dict[str, str]

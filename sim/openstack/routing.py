@@ -14,7 +14,7 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from sim.openstack.errors import bad_request
+from pyccm.sim.openstack.errors import bad_request
 
 
 @dataclass(slots=True)

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from sim.scenario import CLUSTER_CIDR, EXTERNAL_CIDR, TENANT_CIDR, TENANT_GATEWAY, seed_node
+from pyccm.sim.scenario import CLUSTER_CIDR, EXTERNAL_CIDR, TENANT_CIDR, TENANT_GATEWAY, seed_node
 
 if TYPE_CHECKING:
-    from sim.openstack.neutron import Neutron
-    from sim.openstack.nova import Nova
-    from sim.openstack.settings import SimSettings
-    from sim.openstack.store import Record
+    from pyccm.sim.openstack.neutron import Neutron
+    from pyccm.sim.openstack.nova import Nova
+    from pyccm.sim.openstack.settings import SimSettings
+    from pyccm.sim.openstack.store import Record
 
 CLOUD_NAME = "pyccm-sim"
 APPCRED_CLOUD_NAME = "pyccm-sim-appcred"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from sim.openstack.app import build_app
-from sim.openstack.cloud import Cloud
-from sim.openstack.seed import ConfigPaths, SeedSpec, write_config
-from sim.openstack.settings import Knobs, SimSettings
+from pyccm.sim.openstack.app import build_app
+from pyccm.sim.openstack.cloud import Cloud
+from pyccm.sim.openstack.seed import ConfigPaths, SeedSpec, write_config
+from pyccm.sim.openstack.settings import Knobs, SimSettings
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any, NewType
 
 from multidict import MultiMapping
 
-from sim.openstack.errors import ApiError
+from pyccm.sim.openstack.errors import ApiError
 
 Record = dict[str, Any]
 ResourceId = NewType("ResourceId", str)

@@ -1,6 +1,6 @@
 """Run the OpenStack simulator inside a test or benchmark, and poke at it from Python.
 
-    from sim.openstack.testing import running_openstack_sim
+    from pyccm.sim.openstack.testing import running_openstack_sim
 
     with running_openstack_sim(seed_nodes=3, provisioning_delay_s=0.01) as sim:
         conn = sim.connection()                      # openstacksdk, from the written clouds.yaml
@@ -39,10 +39,16 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sim.openstack.calllog import Call, Seq
-from sim.openstack.seed import APPCRED_CLOUD_NAME, CLOUD_NAME, ConfigPaths, SeededCloud, SeedSpec
-from sim.openstack.server import Ready, serve
-from sim.openstack.settings import Credentials, FailRule, Knobs, SimSettings
+from pyccm.sim.openstack.calllog import Call, Seq
+from pyccm.sim.openstack.seed import (
+    APPCRED_CLOUD_NAME,
+    CLOUD_NAME,
+    ConfigPaths,
+    SeededCloud,
+    SeedSpec,
+)
+from pyccm.sim.openstack.server import Ready, serve
+from pyccm.sim.openstack.settings import Credentials, FailRule, Knobs, SimSettings
 
 T = TypeVar("T")
 SPEC_OPTIONS = {

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import zmq.auth
 
-from manager.bus import BusServer, BusSettings, WorkerIdentity
-from manager.store import Cache
-from protocol.addresses import ClientCurve, load_server_curve
-from protocol.messages import Ack, Delta, Result, SessionId, Topic
-from protocol.views import Node, NodeSpec, OwnerMeta
-from workers.runtime.bus import BusClient, BusClientSettings
-from workers.runtime.replica import Replica
+from pyccm.manager.bus import BusServer, BusSettings, WorkerIdentity
+from pyccm.manager.store import Cache
+from pyccm.protocol.addresses import ClientCurve, load_server_curve
+from pyccm.protocol.messages import Ack, Delta, Result, SessionId, Topic
+from pyccm.protocol.views import Node, NodeSpec, OwnerMeta
+from pyccm.workers.runtime.bus import BusClient, BusClientSettings
+from pyccm.workers.runtime.replica import Replica
 
 
 def node(name: str, rv: int, provider_id: str = "") -> Node:

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from manager.bus import BusSettings
-from protocol.addresses import (
+from pyccm.cli import build_parser
+from pyccm.manager.bus import BusSettings
+from pyccm.protocol.addresses import (
     client_curve,
     load_client_curve,
     load_server_curve,
     resolve,
     server_curve,
 )
-from pyccm.cli import build_parser
+from pyccm.workers.runtime.bus import BusClientSettings
 from tests.bus.conftest import KeyDirs
-from workers.runtime.bus import BusClientSettings
 
 TCP = ["--bus-pub", "tcp://127.0.0.1:5555", "--bus-router", "tcp://127.0.0.1:5556"]
 COMMANDS = {"manager": ["manager"], "worker": ["worker", "node"]}

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from protocol.addresses import load_client_curve
-from protocol.messages import SessionId, Topic
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.protocol.addresses import load_client_curve
+from pyccm.protocol.messages import SessionId, Topic
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.workers.runtime.bus import BusClient, BusClientSettings
+from pyccm.workers.runtime.replica import Replica
 from tests.bus.conftest import KeyDirs, eventually, free_port
-from workers.runtime.bus import BusClient, BusClientSettings
-from workers.runtime.replica import Replica
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import zmq
 
-from manager.bus import BusSettings
-from protocol.addresses import load_client_curve, load_server_curve
-from protocol.messages import Hello, SessionId, Topic, encode
+from pyccm.manager.bus import BusSettings
+from pyccm.protocol.addresses import load_client_curve, load_server_curve
+from pyccm.protocol.messages import Hello, SessionId, Topic, encode
+from pyccm.workers.runtime.replica import Replica
 from tests.bus.conftest import Bus, KeyDirs, eventually, node
-from workers.runtime.replica import Replica
 
 # How long a party the manager must not serve gets to prove it: several hello retries
 # (1 s apart) and heartbeats. The assertion is that nothing arrives, so this is a bound

@@ -7,7 +7,7 @@ import uuid
 import zmq
 from prometheus_client import REGISTRY
 
-from protocol.messages import (
+from pyccm.protocol.messages import (
     PROTOCOL_VERSION,
     Delta,
     FailureKind,

@@ -6,8 +6,8 @@ from functools import partial
 
 from prometheus_client import REGISTRY
 
-from protocol.messages import Topic
-from protocol.views import (
+from pyccm.protocol.messages import Topic
+from pyccm.protocol.views import (
     Node,
     NodeCondition,
     NodeSpec,
@@ -16,8 +16,8 @@ from protocol.views import (
     Service,
     ServiceSpec,
 )
+from pyccm.workers.runtime.replica import Obj, Replica
 from tests.bus.conftest import Bus, eventually
-from workers.runtime.replica import Obj, Replica
 
 
 def kubelet_node(

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from sim.scenario import seed_node
+from pyccm.sim.scenario import seed_node
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES_PY = REPO / "conformance" / "stack" / "services.py"

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from prometheus_client import CollectorRegistry
 
-from protocol.views import (
+from pyccm.protocol.views import (
     Node,
     NodeAddress,
     NodeSpec,
@@ -28,12 +28,12 @@ from protocol.views import (
     ServicePort,
     ServiceSpec,
 )
-from provider.errors import RetryAfter
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.openstack.resources import Server
-from provider.settings import ProviderSettings
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack.cloud import OpenStackCloud
+from pyccm.provider.openstack.config import load_settings
+from pyccm.provider.openstack.resources import Server
+from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
 from tests.e2e.conftest import wait_for
 

@@ -15,9 +15,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
-from provider.openstack.resources import Port, Server
-from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
+from pyccm.provider.openstack.resources import Port, Server
+from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.conformance.realcloud import OCTAVIA_MAX_BODY, RealCloud
 from tests.e2e.conftest import wait_for
 

@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
-from kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
-from kubeapi.errors import NotFound
 from pyccm.demo import World, process_tree, simulators
-from sim.scenario import CLUSTER_CIDR
+from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
+from pyccm.kubeapi.errors import NotFound
+from pyccm.sim.scenario import CLUSTER_CIDR
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]

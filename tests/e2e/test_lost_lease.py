@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol.messages import SessionId, Topic
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.protocol.messages import SessionId, Topic
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.workers.runtime.bus import BusClient, BusClientSettings
+from pyccm.workers.runtime.replica import Replica
 from tests.bus.conftest import eventually
-from workers.runtime.bus import BusClient, BusClientSettings
-from workers.runtime.replica import Replica
 
 pytestmark = pytest.mark.e2e
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kubeapi.client import KubeClient, KubeSettings
-from kubeapi.errors import NotFound
-from protocol.views import Node
 from pyccm.demo import World, simulators
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.errors import NotFound
+from pyccm.protocol.views import Node
 from tests.bus.conftest import eventually
 
 pytestmark = pytest.mark.e2e

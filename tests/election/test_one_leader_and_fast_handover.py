@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kubeapi.client import KubeClient, KubeSettings
-from manager.election import ElectionSettings, Elector
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.manager.election import ElectionSettings, Elector
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.bus.conftest import eventually
 
 # Short timings keep the test quick; the ratios are upstream's (lease > renew > 1.2 x retry).

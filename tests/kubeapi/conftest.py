@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubeapi.client import KubeClient, KubeSettings
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeapi.client import KubeClient, KubeSettings
-from kubeapi.writer import Writer
-from protocol.messages import DeleteNode, FailureKind, ObjectRef, RecordEvent
-from sim.kube.settings import User
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.writer import Writer
+from pyccm.protocol.messages import DeleteNode, FailureKind, ObjectRef, RecordEvent
+from pyccm.sim.kube.settings import User
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 NODE = "node-0000"
 

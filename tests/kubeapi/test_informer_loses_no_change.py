@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY
 
-from kubeapi.client import KubeClient
-from kubeapi.informer import NODES, SERVICES, Informer
-from manager.store import Cache
-from protocol.messages import Delta, SessionId
-from protocol.views import Node
-from sim.kube.testing import KubeSimHandle
+from pyccm.kubeapi.client import KubeClient
+from pyccm.kubeapi.informer import NODES, SERVICES, Informer
+from pyccm.manager.store import Cache
+from pyccm.protocol.messages import Delta, SessionId
+from pyccm.protocol.views import Node
+from pyccm.sim.kube.testing import KubeSimHandle
 from tests.bus.conftest import eventually
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from kubeapi.client import KubeClient
-from kubeapi.writer import Writer
-from protocol.messages import (
+from pyccm.kubeapi.client import KubeClient
+from pyccm.kubeapi.writer import Writer
+from pyccm.protocol.messages import (
     DeleteNode,
     FailureKind,
     ObjectRef,
@@ -15,8 +15,8 @@ from protocol.messages import (
     PatchServiceStatus,
     RecordEvent,
 )
-from protocol.views import LoadBalancerIngress, Node, NodeAddress, Taint
-from sim.kube.testing import KubeSimHandle
+from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, Taint
+from pyccm.sim.kube.testing import KubeSimHandle
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 

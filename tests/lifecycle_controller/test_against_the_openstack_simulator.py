@@ -8,13 +8,17 @@ from collections import Counter
 
 import pytest
 
-from protocol.messages import Action, DeleteNode, PatchNode, Topic
-from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
-from sim.openstack.calllog import Seq
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.protocol.messages import Action, DeleteNode, PatchNode, Topic
+from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.sim.openstack.calllog import Seq
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.workers.lifecycle.controller import (
+    SHUTDOWN_TAINT,
+    LifecycleController,
+    LifecycleSettings,
+)
+from pyccm.workers.runtime.replica import Replica
 from tests.provider.conftest import SEED_NODES, MakeCloud
-from workers.lifecycle.controller import SHUTDOWN_TAINT, LifecycleController, LifecycleSettings
-from workers.runtime.replica import Replica
 
 NODES = 300
 PAGE = 50

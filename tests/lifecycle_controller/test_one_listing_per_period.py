@@ -4,12 +4,16 @@ only when definitely gone")."""
 
 from __future__ import annotations
 
-from protocol.messages import Action, DeleteNode, PatchNode, Topic
-from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
-from provider.errors import CloudError
-from provider.fake import PROVIDER_ID_PREFIX, FakeCloud, stable_id
-from workers.lifecycle.controller import SHUTDOWN_TAINT, LifecycleController, LifecycleSettings
-from workers.runtime.replica import Replica
+from pyccm.protocol.messages import Action, DeleteNode, PatchNode, Topic
+from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.provider.errors import CloudError
+from pyccm.provider.fake import PROVIDER_ID_PREFIX, FakeCloud, stable_id
+from pyccm.workers.lifecycle.controller import (
+    SHUTDOWN_TAINT,
+    LifecycleController,
+    LifecycleSettings,
+)
+from pyccm.workers.runtime.replica import Replica
 
 
 def node(name: str, *, ready: str = "False", provider_id: str | None = None) -> Node:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.messages import (
+from pyccm.protocol.messages import (
     Action,
     DeleteNode,
     PatchNode,
@@ -14,11 +14,15 @@ from protocol.messages import (
     decode,
     encode,
 )
-from protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta, Taint
-from provider.errors import CloudError
-from provider.fake import FakeCloud
-from workers.lifecycle.controller import SHUTDOWN_TAINT, LifecycleController, LifecycleSettings
-from workers.runtime.replica import Replica
+from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta, Taint
+from pyccm.provider.errors import CloudError
+from pyccm.provider.fake import FakeCloud
+from pyccm.workers.lifecycle.controller import (
+    SHUTDOWN_TAINT,
+    LifecycleController,
+    LifecycleSettings,
+)
+from pyccm.workers.runtime.replica import Replica
 
 
 def make_node(name: str, *, ready: str, taints: tuple[Taint, ...] = ()) -> Node:

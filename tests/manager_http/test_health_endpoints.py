@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from manager.http import Checks, HttpServer
+from pyccm.manager.http import Checks, HttpServer
 
 state: dict[str, str | None] = {"worker": None}
 

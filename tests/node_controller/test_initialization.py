@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.messages import PatchNode, PatchNodeStatus, RecordEvent, Topic
-from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta, Taint
-from provider.errors import CloudError
-from provider.fake import FakeCloud
-from workers.node.controller import (
+from pyccm.protocol.messages import PatchNode, PatchNodeStatus, RecordEvent, Topic
+from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta, Taint
+from pyccm.provider.errors import CloudError
+from pyccm.provider.fake import FakeCloud
+from pyccm.workers.node.controller import (
     ADDRESSES,
     UNINITIALIZED_TAINT,
     NodeController,
     NodeSettings,
 )
-from workers.runtime.controller import SyncFailed
-from workers.runtime.replica import Replica
+from pyccm.workers.runtime.controller import SyncFailed
+from pyccm.workers.runtime.replica import Replica
 
 UNINITIALIZED = Taint(key=UNINITIALIZED_TAINT, value="true", effect="NoSchedule")
 

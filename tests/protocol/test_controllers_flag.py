@@ -2,7 +2,7 @@
 
 import pytest
 
-from protocol.controllers import parse_controllers
+from pyccm.protocol.controllers import parse_controllers
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import threading
 import msgspec
 import pytest
 
-from protocol.decoding import decode_json, json_decoder
+from pyccm.protocol.decoding import decode_json, json_decoder
 
 
 def test_every_thread_decodes_a_new_type_with_the_one_decoder_built_for_it() -> None:

@@ -7,9 +7,9 @@ import itertools
 import msgspec
 import pytest
 
-from protocol.messages import Topic
-from protocol.projections import VIEWS, channel, project
-from protocol.views import Node, Service
+from pyccm.protocol.messages import Topic
+from pyccm.protocol.projections import VIEWS, channel, project
+from pyccm.protocol.views import Node, Service
 
 NODE_JSON = {
     "metadata": {
@@ -132,10 +132,10 @@ def test_the_service_view_keeps_services_that_want_or_hold_a_load_balancer(
 
 
 def test_every_controller_reads_only_topics_its_view_has() -> None:
-    from workers.lifecycle.controller import LifecycleController
-    from workers.node.controller import NodeController
-    from workers.route.controller import RouteController
-    from workers.service.controller import ServiceController
+    from pyccm.workers.lifecycle.controller import LifecycleController
+    from pyccm.workers.node.controller import NodeController
+    from pyccm.workers.route.controller import RouteController
+    from pyccm.workers.service.controller import ServiceController
 
     for name, controller in (
         ("cloud-node", NodeController),

@@ -2,7 +2,7 @@
 
 import msgspec
 
-from protocol.views import Node, Service
+from pyccm.protocol.views import Node, Service
 
 NODE_JSON = b"""{
   "kind": "Node", "apiVersion": "v1",

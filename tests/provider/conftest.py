@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.settings import ProviderSettings
-from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack.cloud import OpenStackCloud
+from pyccm.provider.openstack.config import load_settings
+from pyccm.provider.settings import ProviderSettings
+from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 
 SEED_NODES = 4
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from provider.openstack.client import TokenBucket, auth_arguments, retry_after_seconds
-from provider.openstack.config import GlobalSettings
-from provider.openstack.features import OctaviaFeatures, parse_version_list
+from pyccm.provider.openstack.client import TokenBucket, auth_arguments, retry_after_seconds
+from pyccm.provider.openstack.config import GlobalSettings
+from pyccm.provider.openstack.features import OctaviaFeatures, parse_version_list
 
 
 class FakeClock:

@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from prometheus_client import generate_latest
 
-from provider import registry
-from provider.errors import CloudError, InstanceNotFound, RetryAfter
-from provider.interface import Instances
-from provider.settings import ProviderSettings
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider import registry
+from pyccm.provider.errors import CloudError, InstanceNotFound, RetryAfter
+from pyccm.provider.interface import Instances
+from pyccm.provider.settings import ProviderSettings
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider.conftest import CloudUnderTest, MakeCloud, node
 
 REQUESTS = "openstack_api_requests_total"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.durations import parse_duration
-from provider.openstack.config import load_settings
+from pyccm.protocol.durations import parse_duration
+from pyccm.provider.openstack.config import load_settings
 
 MINIMAL = """\
 [Global]

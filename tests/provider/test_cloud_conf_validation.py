@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from provider.errors import ConfigError
-from provider.openstack.config import load_settings
+from pyccm.provider.errors import ConfigError
+from pyccm.provider.openstack.config import load_settings
 
 MINIMAL = "[Global]\nauth-url = http://127.0.0.1:5000/v3\nusername = admin\npassword = s3cret\n"
 

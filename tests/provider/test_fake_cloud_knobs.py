@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta, Service
-from provider.errors import AmbiguousInstance, CloudError, InstanceNotFound, RetryAfter
-from provider.fake import ANNOTATION_LB_ADDRESS, ANNOTATION_LB_ID, FakeCloud, create_cloud
-from provider.interface import Route
-from provider.settings import ProviderSettings
+from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta, Service
+from pyccm.provider.errors import AmbiguousInstance, CloudError, InstanceNotFound, RetryAfter
+from pyccm.provider.fake import ANNOTATION_LB_ADDRESS, ANNOTATION_LB_ID, FakeCloud, create_cloud
+from pyccm.provider.interface import Route
+from pyccm.provider.settings import ProviderSettings
 
 
 def node(name: str, *, provider_id: str = "", internal_ip: str = "") -> Node:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from provider.errors import InvalidProviderId
-from provider.openstack.instances import (
+from pyccm.provider.errors import InvalidProviderId
+from pyccm.provider.openstack.instances import (
     is_label_value,
     parse_provider_id,
     quote_meta,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from provider.errors import AmbiguousInstance, InstanceNotFound, InvalidProviderId
-from provider.interface import Instances
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import seed_node
+from pyccm.provider.errors import AmbiguousInstance, InstanceNotFound, InvalidProviderId
+from pyccm.provider.interface import Instances
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 from tests.provider.conftest import MakeCloud, create_server, node
 
 

@@ -4,8 +4,8 @@ items), asking the same endpoint with the link's marker."""
 
 from __future__ import annotations
 
-from provider.openstack.resources import Port
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.openstack.resources import Port
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider.conftest import SEED_NODES, MakeCloud
 
 

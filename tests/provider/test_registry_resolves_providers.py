@@ -7,18 +7,18 @@ from importlib.metadata import EntryPoint
 import msgspec
 import pytest
 
-from protocol.views import LoadBalancerIngress, NodeAddress
-from provider import registry
-from provider.errors import ConfigError
-from provider.fake import FakeCloud
-from provider.interface import (
+from pyccm.protocol.views import LoadBalancerIngress, NodeAddress
+from pyccm.provider import registry
+from pyccm.provider.errors import ConfigError
+from pyccm.provider.fake import FakeCloud
+from pyccm.provider.interface import (
     InstanceMetadata,
     LoadBalancerOutcome,
     ProviderEvent,
     ProviderId,
     Route,
 )
-from provider.settings import ProviderSettings
+from pyccm.provider.settings import ProviderSettings
 
 
 def third_party_cloud(*, settings: ProviderSettings) -> FakeCloud:

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from provider.errors import CloudError
-from provider.interface import Route, Routes
-from provider.openstack.routes import OpenStackRoutes, limit_refusal, stated_limit
-from sim.openstack.calllog import Seq
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import seed_node
+from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import Route, Routes
+from pyccm.provider.openstack.routes import OpenStackRoutes, limit_refusal, stated_limit
+from pyccm.sim.openstack.calllog import Seq
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 from tests.provider.conftest import MakeCloud, node
 
 NO_ATOMIC = {"extraroute-atomic"}

@@ -21,16 +21,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from protocol.views import Service
-from provider.errors import RetryAfter
-from provider.interface import LoadBalancers
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.openstack.loadbalancer.verified import SETTLED
-from provider.settings import ProviderSettings
-from sim.openstack.calllog import Call
-from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.protocol.views import Service
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import LoadBalancers
+from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack.cloud import OpenStackCloud
+from pyccm.provider.openstack.config import load_settings
+from pyccm.provider.openstack.loadbalancer.verified import SETTLED
+from pyccm.provider.settings import ProviderSettings
+from pyccm.sim.openstack.calllog import Call
+from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.provider_lb.conftest import nodes, service, with_annotations
 
 # Upstream (reference §3.14), default cloud.conf with subnet-id and floating-network-id,

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from protocol.views import (
+from pyccm.protocol.views import (
     Node,
     NodeAddress,
     NodeSpec,
@@ -28,16 +28,16 @@ from protocol.views import (
     ServicePort,
     ServiceSpec,
 )
-from provider.errors import RetryAfter
-from provider.interface import LoadBalancerOutcome, LoadBalancers
-from provider.openstack.client import build_client
-from provider.openstack.cloud import OpenStackCloud
-from provider.openstack.config import load_settings
-from provider.openstack.loadbalancer.api import Api, PendingBackoff
-from provider.settings import ProviderSettings
-from sim.openstack.calllog import Call, Seq
-from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
-from sim.scenario import seed_node
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
+from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack.cloud import OpenStackCloud
+from pyccm.provider.openstack.config import load_settings
+from pyccm.provider.openstack.loadbalancer.api import Api, PendingBackoff
+from pyccm.provider.settings import ProviderSettings
+from pyccm.sim.openstack.calllog import Call, Seq
+from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.sim.scenario import seed_node
 
 SEED_NODES = 12
 T = TypeVar("T")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from provider.errors import CloudError, ProviderError
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.errors import CloudError, ProviderError
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     MakeLbs,
     converge,

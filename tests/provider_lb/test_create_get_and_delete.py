@@ -3,10 +3,10 @@ costs no writes once in place, and is deleted with the floating IP pyccm made.""
 
 from __future__ import annotations
 
-from protocol.views import LoadBalancerIngress
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import seed_node
+from pyccm.protocol.views import LoadBalancerIngress
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 from tests.provider_lb.conftest import (
     converge,
     delete,

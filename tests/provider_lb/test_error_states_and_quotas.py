@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from provider.errors import CloudError, RetryAfter
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.errors import CloudError, RetryAfter
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import converge, nodes, one, service, with_annotations
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from provider.errors import CloudError
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     MakeLbs,
     delete,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from provider.interface import LoadBalancers
-from provider.openstack.loadbalancer.api import body_size
-from provider.openstack.loadbalancer.batch import additions_and_removals, first_part
-from provider.openstack.loadbalancer.desired import PoolSpec
-from provider.openstack.loadbalancer.resources import Member
-from sim.openstack.calllog import Seq
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.interface import LoadBalancers
+from pyccm.provider.openstack.loadbalancer.api import body_size
+from pyccm.provider.openstack.loadbalancer.batch import additions_and_removals, first_part
+from pyccm.provider.openstack.loadbalancer.desired import PoolSpec
+from pyccm.provider.openstack.loadbalancer.resources import Member
+from pyccm.sim.openstack.calllog import Seq
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     converge,
     ensure,

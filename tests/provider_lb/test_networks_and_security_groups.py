@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from protocol.views import Node, NodeAddress, NodeStatus
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.protocol.views import Node, NodeAddress, NodeStatus
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     MakeLbs,
     delete,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from provider.errors import RetryAfter
-from provider.interface import LoadBalancers
-from provider.openstack.loadbalancer.api import Api
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import LoadBalancers
+from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     ensure,
     nodes,

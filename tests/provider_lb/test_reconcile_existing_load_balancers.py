@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from provider.errors import CloudError
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import seed_node
+from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 from tests.provider_lb.conftest import (
     converge,
     ensure,

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from protocol.views import LoadBalancerIngress
-from provider.errors import CloudError
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.protocol.views import LoadBalancerIngress
+from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     MakeLbs,
     ensure,
@@ -260,7 +260,7 @@ def test_an_availability_zone_on_an_old_octavia_is_ignored_with_a_warning(
 
 
 def test_an_unknown_load_balancer_class_is_refused(lbs: LoadBalancers) -> None:
-    from provider.errors import CloudError
+    from pyccm.provider.errors import CloudError
 
     svc = service(annotations={P + "class": "nope"})
 

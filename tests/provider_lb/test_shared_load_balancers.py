@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.views import Service
-from provider.errors import CloudError
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.protocol.views import Service
+from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     MakeLbs,
     delete,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from provider.interface import LoadBalancers
-from provider.openstack.loadbalancer.resources import LoadBalancer
-from provider.openstack.loadbalancer.verified import SETTLED, Verified
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.interface import LoadBalancers
+from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
+from pyccm.provider.openstack.loadbalancer.verified import SETTLED, Verified
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.conftest import (
     cloud_calls,
     delete,

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
-from protocol.views import Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
-from provider.fake import FakeCloud
-from provider.interface import Routes
+from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
+from pyccm.protocol.views import Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.provider.fake import FakeCloud
+from pyccm.provider.interface import Routes
+from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.replica import Replica
 
 # The OpenStack simulator and provider fixtures of the provider tests, for
 # test_against_the_openstack_simulator.py (started only when a test asks for them).
 from tests.provider.conftest import make_cloud, openstack_sim, sim  # noqa: F401
-from workers.route.controller import KEY, RouteController, RouteSettings
-from workers.runtime.clock import FakeClock
-from workers.runtime.replica import Replica
 
 CLUSTER_CIDRS = (ipaddress.ip_network("10.244.0.0/16"), ipaddress.ip_network("fd00:10:244::/56"))
 WALL = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from protocol.messages import RecordEvent, Topic
-from protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import CLUSTER_CIDR, seed_node
+from pyccm.protocol.messages import RecordEvent, Topic
+from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
+from pyccm.workers.route.cidrs import parse_cluster_cidrs
+from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.controller import SyncFailed
+from pyccm.workers.runtime.replica import Replica
 from tests.provider.conftest import MakeCloud
 from tests.route_controller.conftest import conditions_of
-from workers.route.cidrs import parse_cluster_cidrs
-from workers.route.controller import KEY, RouteController, RouteSettings
-from workers.runtime.clock import FakeClock
-from workers.runtime.controller import SyncFailed
-from workers.runtime.replica import Replica
 
 
 def seeded_node(index: int) -> Node:

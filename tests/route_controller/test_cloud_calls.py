@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.views import Node
-from provider.fake import FakeCloud
-from provider.interface import Route, RouteFailure, Routes
+from pyccm.protocol.views import Node
+from pyccm.provider.fake import FakeCloud
+from pyccm.provider.interface import Route, RouteFailure, Routes
 from tests.route_controller.conftest import Harness, build, make_node
 
 

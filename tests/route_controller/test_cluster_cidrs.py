@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from provider.errors import ConfigError
-from workers.route.cidrs import owned, parse_cluster_cidrs
+from pyccm.provider.errors import ConfigError
+from pyccm.workers.route.cidrs import owned, parse_cluster_cidrs
 
 
 def test_one_cidr_is_a_single_stack_cluster() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.messages import ObjectRef, PatchNodeStatus
-from protocol.views import NodeCondition
-from provider.errors import CloudError
+from pyccm.protocol.messages import ObjectRef, PatchNodeStatus
+from pyccm.protocol.views import NodeCondition
+from pyccm.provider.errors import CloudError
 from tests.route_controller.conftest import Harness, conditions_of, events_of, make_node
 
 

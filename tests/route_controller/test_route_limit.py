@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from protocol.messages import Action
-from provider.fake import FakeCloud
+from pyccm.protocol.messages import Action
+from pyccm.provider.fake import FakeCloud
+from pyccm.workers.route.controller import RouteSettings
+from pyccm.workers.runtime.controller import SyncFailed
 from tests.route_controller.conftest import (
     CLUSTER_CIDRS,
     Harness,
@@ -18,8 +20,6 @@ from tests.route_controller.conftest import (
     events_of,
     make_node,
 )
-from workers.route.controller import RouteSettings
-from workers.runtime.controller import SyncFailed
 
 FIVE = range(1, 6)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from provider.fake import FakeCloud
+from pyccm.provider.fake import FakeCloud
+from pyccm.workers.route.controller import RouteSettings
 from tests.route_controller.conftest import Harness, build, make_node
-from workers.route.controller import RouteSettings
 
 
 def seed_route(cloud: FakeCloud, destination: str, next_hop: str) -> None:

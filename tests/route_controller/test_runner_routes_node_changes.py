@@ -8,13 +8,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from protocol.messages import Ack, Action, ResultId, SessionId, Topic
-from provider.fake import FakeCloud
+from pyccm.protocol.messages import Ack, Action, ResultId, SessionId, Topic
+from pyccm.provider.fake import FakeCloud
+from pyccm.workers.route.controller import RouteController, RouteSettings
+from pyccm.workers.runtime.commit import Committer
+from pyccm.workers.runtime.replica import Replica
+from pyccm.workers.runtime.runner import Runner, RunnerSettings
 from tests.route_controller.conftest import CLUSTER_CIDRS, make_node
-from workers.route.controller import RouteController, RouteSettings
-from workers.runtime.commit import Committer
-from workers.runtime.replica import Replica
-from workers.runtime.runner import Runner, RunnerSettings
 
 
 class Acking:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from kubeapi.client import STRATEGIC_MERGE_PATCH
 from pyccm.demo import REPO, World, simulators
-from sim.scenario import CLUSTER_CIDR, node_name
+from pyccm.kubeapi.client import STRATEGIC_MERGE_PATCH
+from pyccm.sim.scenario import CLUSTER_CIDR, node_name
 from tests.e2e.conftest import Cloud, Kube, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from protocol.messages import (
+from pyccm.protocol.messages import (
     Ack,
     Action,
     ActionFailure,
@@ -24,7 +24,7 @@ from protocol.messages import (
     SessionId,
     Topic,
 )
-from protocol.views import (
+from pyccm.protocol.views import (
     LoadBalancerStatus,
     Node,
     NodeAddress,
@@ -37,12 +37,12 @@ from protocol.views import (
     ServiceStatus,
     Taint,
 )
-from provider.fake import FakeCloud
-from provider.interface import LoadBalancers
+from pyccm.provider.fake import FakeCloud
+from pyccm.provider.interface import LoadBalancers
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.replica import Replica
+from pyccm.workers.service.controller import NODE_QUIET, SWEEP, ServiceController, ServiceSettings
 from tests.provider_lb.conftest import make_lbs, openstack_sim, sim  # noqa: F401 (fixtures)
-from workers.runtime.clock import FakeClock
-from workers.runtime.replica import Replica
-from workers.service.controller import NODE_QUIET, SWEEP, ServiceController, ServiceSettings
 
 
 def make_node(

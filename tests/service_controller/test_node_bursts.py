@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import msgspec
 import pytest
 
-from protocol.messages import Ack, Action, Topic
-from protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeStatus, Service
-from provider.errors import RetryAfter
-from provider.fake import FakeCloud
-from provider.interface import LoadBalancerOutcome, LoadBalancers, ProviderEvent
+from pyccm.protocol.messages import Ack, Action, Topic
+from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeStatus, Service
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.fake import FakeCloud
+from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers, ProviderEvent
+from pyccm.workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
-from workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
 
 SERVICES = 20
 

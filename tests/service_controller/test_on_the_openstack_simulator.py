@@ -4,12 +4,12 @@ whole sync costs in cloud calls, and that the drift resync writes only when the 
 
 from __future__ import annotations
 
-from provider.errors import RetryAfter
-from provider.interface import LoadBalancers
-from sim.openstack.testing import OpenStackSimHandle
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import LoadBalancers
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.workers.service.policy import FINALIZER
 from tests.provider_lb.conftest import MakeLbs, nodes, service, writes
 from tests.service_controller.conftest import Harness, harness
-from workers.service.policy import FINALIZER
 
 KEY = "default/web"
 

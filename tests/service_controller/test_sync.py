@@ -5,14 +5,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from protocol.messages import FailureKind, PatchServiceAnnotations, PatchServiceStatus, Topic
-from protocol.views import Taint
-from provider.errors import CloudError, ImplementedElsewhere, RetryAfter
-from provider.fake import ANNOTATION_LB_ID, FakeMethod
+from pyccm.protocol.messages import FailureKind, PatchServiceAnnotations, PatchServiceStatus, Topic
+from pyccm.protocol.views import Taint
+from pyccm.provider.errors import CloudError, ImplementedElsewhere, RetryAfter
+from pyccm.provider.fake import ANNOTATION_LB_ID, FakeMethod
+from pyccm.workers.runtime.controller import Later, SyncFailed
+from pyccm.workers.service.controller import SWEEP, ServiceSettings
+from pyccm.workers.service.policy import FINALIZER, Shard
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
-from workers.runtime.controller import Later, SyncFailed
-from workers.service.controller import SWEEP, ServiceSettings
-from workers.service.policy import FINALIZER, Shard
 
 KEY = "default/web"
 

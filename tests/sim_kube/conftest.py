@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as typed_client
 from kubernetes import watch as typed_watch
 
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 # The client's pydantic models make every field Optional; the tests read API JSON instead
 # (as_json) and treat the client modules as untyped.

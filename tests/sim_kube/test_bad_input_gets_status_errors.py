@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.kube.testing import KubeSimHandle
+from pyccm.sim.kube.testing import KubeSimHandle
 from tests.sim_kube.conftest import http
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
-from sim.kube.testing import KubeSimHandle
+from pyccm.sim.kube.testing import KubeSimHandle
 from tests.sim_kube.conftest import http, watch_lines
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = [
     pytest.mark.kubectl,

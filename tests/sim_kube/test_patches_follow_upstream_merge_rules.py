@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sim.kube.patch import PatchError, json_patch, strategic_merge_patch
-from sim.kube.resources import NODES, SERVICES
-from sim.kube.testing import KubeSimHandle
+from pyccm.sim.kube.patch import PatchError, json_patch, strategic_merge_patch
+from pyccm.sim.kube.resources import NODES, SERVICES
+from pyccm.sim.kube.testing import KubeSimHandle
 from tests.sim_kube.conftest import http
 
 

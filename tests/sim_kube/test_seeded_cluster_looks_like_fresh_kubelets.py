@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kube.seed import SERVICE_NAMESPACES
-from sim.kube.testing import KubeSimHandle, running_kube_sim
-from sim.scenario import seed_node
+from pyccm.sim.kube.seed import SERVICE_NAMESPACES
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.sim.scenario import seed_node
 from tests.sim_kube.conftest import as_json
 
 

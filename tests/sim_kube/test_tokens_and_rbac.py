@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sim.kube.auth import parse_token_file
-from sim.kube.settings import User
-from sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm.sim.kube.auth import parse_token_file
+from pyccm.sim.kube.settings import User
+from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.sim_kube.conftest import http
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"

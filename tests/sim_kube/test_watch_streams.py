@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.kube.testing import KubeSimHandle
+from pyccm.sim.kube.testing import KubeSimHandle
 from tests.sim_kube.conftest import http, watch, watch_lines
 
 

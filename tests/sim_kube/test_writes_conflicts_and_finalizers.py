@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sim.kube.testing import KubeSimHandle
+from pyccm.sim.kube.testing import KubeSimHandle
 from tests.sim_kube.conftest import as_json, client, http
 
 

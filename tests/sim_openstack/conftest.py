@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 
 SEED: dict[str, Any] = {
     "seed_nodes": 6,

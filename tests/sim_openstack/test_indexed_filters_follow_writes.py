@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import seed_node
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 
 from .test_octavia_list_filters import LBAAS, Octavia, two
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from openstack import exceptions as sdk_exceptions
 
-from sim.openstack.testing import OpenStackSimHandle
-from sim.scenario import seed_node
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 
 
 def _node_port(conn: Any, index: int) -> Any:

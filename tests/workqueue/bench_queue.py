@@ -16,9 +16,9 @@ from collections.abc import Callable, Hashable
 
 from prometheus_client import CollectorRegistry
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.queue import WorkQueue
-from workers.runtime.ratelimit import default_controller_rate_limiter
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.ratelimit import default_controller_rate_limiter
 
 N = 50_000
 

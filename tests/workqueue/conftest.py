@@ -10,9 +10,9 @@ from typing import Generic, TypeVar
 import pytest
 from prometheus_client import CollectorRegistry
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.queue import WorkQueue
-from workers.runtime.ratelimit import ItemExponentialRateLimiter
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.ratelimit import ItemExponentialRateLimiter
 
 T = TypeVar("T")
 

@@ -3,8 +3,8 @@ waiting with several delays keeps the earliest (client-go delaying_queue.go sema
 
 from __future__ import annotations
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
 
 from .conftest import Background
 

@@ -3,8 +3,8 @@ shuts down; `shutdown_with_drain()` waits for the keys in flight."""
 
 from __future__ import annotations
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
 
 from .conftest import Background
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.queue import WorkQueue
 
 
 def test_a_key_added_twice_is_handed_out_once(queue: WorkQueue[str]) -> None:

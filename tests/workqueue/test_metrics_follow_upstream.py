@@ -12,9 +12,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.queue import WorkQueue
-from workers.runtime.ratelimit import service_controller_rate_limiter
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.ratelimit import service_controller_rate_limiter
 
 from .conftest import sample
 
@@ -124,8 +124,8 @@ MULTIPROCESS_CHILD = textwrap.dedent(
     """
     from collections.abc import Hashable
     from prometheus_client import CollectorRegistry
-    from workers.runtime.queue import WorkQueue
-    from workers.runtime.ratelimit import default_controller_rate_limiter
+    from pyccm.workers.runtime.queue import WorkQueue
+    from pyccm.workers.runtime.ratelimit import default_controller_rate_limiter
 
     queue = WorkQueue[Hashable](
         name="Nodes",

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from prometheus_client import CollectorRegistry
 
-from workers.runtime.clock import MONOTONIC, FakeClock
-from workers.runtime.queue import WorkQueue
-from workers.runtime.ratelimit import ItemExponentialRateLimiter
+from pyccm.workers.runtime.clock import MONOTONIC, FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.ratelimit import ItemExponentialRateLimiter
 
 from .conftest import CONTROLLER, NAME
 

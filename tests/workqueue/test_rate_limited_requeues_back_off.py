@@ -3,8 +3,8 @@ path (`add_after` with the cloud's delay) neither grows nor resets the backoff."
 
 from __future__ import annotations
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.queue import WorkQueue
 
 
 def fail(queue: WorkQueue[str], key: str) -> None:

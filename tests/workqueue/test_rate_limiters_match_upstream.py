@@ -7,8 +7,8 @@ from collections.abc import Callable, Hashable
 
 import pytest
 
-from workers.runtime.clock import FakeClock
-from workers.runtime.ratelimit import (
+from pyccm.workers.runtime.clock import FakeClock
+from pyccm.workers.runtime.ratelimit import (
     CappedWait,
     ItemExponentialRateLimiter,
     MaxOf,

@@ -23,13 +23,13 @@ import logging
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from protocol.messages import Action, DeleteNode, PatchNode, RecordEvent, Topic
-from protocol.views import Node, Taint
-from provider.errors import ProviderError
-from provider.interface import InstanceListing, Instances
-from workers.runtime.controller import Obj, Periodic, node_ref
-from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
-from workers.runtime.replica import Replica
+from pyccm.protocol.messages import Action, DeleteNode, PatchNode, RecordEvent, Topic
+from pyccm.protocol.views import Node, Taint
+from pyccm.provider.errors import ProviderError
+from pyccm.provider.interface import InstanceListing, Instances
+from pyccm.workers.runtime.controller import Obj, Periodic, node_ref
+from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+from pyccm.workers.runtime.replica import Replica
 
 SHUTDOWN_TAINT = Taint(key="node.cloudprovider.kubernetes.io/shutdown", effect="NoSchedule")
 COMPONENT = "cloud-node-lifecycle-controller"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from protocol.views import Node, NodeAddress
+from pyccm.protocol.views import Node, NodeAddress
 
 PROVIDED_NODE_IP = "alpha.kubernetes.io/provided-node-ip"
 

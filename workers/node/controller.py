@@ -15,19 +15,19 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-from protocol.messages import Action, PatchNode, PatchNodeStatus, RecordEvent, Topic
-from protocol.views import Node, NodeAddress
-from provider.errors import AmbiguousInstance, InstanceNotFound, ProviderError
-from provider.interface import InstanceMetadata, Instances
-from workers.node.addresses import (
+from pyccm.protocol.messages import Action, PatchNode, PatchNodeStatus, RecordEvent, Topic
+from pyccm.protocol.views import Node, NodeAddress
+from pyccm.provider.errors import AmbiguousInstance, InstanceNotFound, ProviderError
+from pyccm.provider.interface import InstanceMetadata, Instances
+from pyccm.workers.node.addresses import (
     ProvidedNodeIpMismatch,
     addresses_changed,
     filter_by_provided_ips,
     with_hostname,
 )
-from workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
-from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
-from workers.runtime.replica import Replica
+from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
+from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+from pyccm.workers.runtime.replica import Replica
 
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 COMPONENT = "cloud-node-controller"

@@ -13,7 +13,7 @@ import functools
 import ipaddress
 import logging
 
-from provider.errors import ConfigError
+from pyccm.provider.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -40,16 +40,16 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge
 
-from protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
-from protocol.views import Node
-from provider.errors import RetryAfter
-from provider.interface import Route, RouteFailure, Routes
-from workers.route.cidrs import Network, canonical
-from workers.route.plan import CidrState, Create, condition_update, plan_routes, pod_cidrs
-from workers.runtime.clock import MONOTONIC, Clock
-from workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
-from workers.runtime.ratelimit import RateLimiter, route_controller_rate_limiter
-from workers.runtime.replica import Replica
+from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
+from pyccm.protocol.views import Node
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import Route, RouteFailure, Routes
+from pyccm.workers.route.cidrs import Network, canonical
+from pyccm.workers.route.plan import CidrState, Create, condition_update, plan_routes, pod_cidrs
+from pyccm.workers.runtime.clock import MONOTONIC, Clock
+from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
+from pyccm.workers.runtime.ratelimit import RateLimiter, route_controller_rate_limiter
+from pyccm.workers.runtime.replica import Replica
 
 log = logging.getLogger(__name__)
 

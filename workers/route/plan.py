@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from protocol.views import Node, NodeAddress, NodeCondition
-from provider.interface import Route
-from workers.route.cidrs import Network, canonical, owned
+from pyccm.protocol.views import Node, NodeAddress, NodeCondition
+from pyccm.provider.interface import Route
+from pyccm.workers.route.cidrs import Network, canonical, owned
 
 CONDITION = "NetworkUnavailable"
 # Upstream's reasons and messages, word for word: dashboards and alerts match on them.

@@ -27,10 +27,10 @@ import zmq
 from prometheus_client import Counter
 from zmq.utils.monitor import recv_monitor_message
 
-from protocol.addresses import ClientCurve, require_curve
-from protocol.drops import DropLog
-from protocol.mailbox import Mailbox
-from protocol.messages import (
+from pyccm.protocol.addresses import ClientCurve, require_curve
+from pyccm.protocol.drops import DropLog
+from pyccm.protocol.mailbox import Mailbox
+from pyccm.protocol.messages import (
     Ack,
     Action,
     ActionFailure,
@@ -51,8 +51,8 @@ from protocol.messages import (
     decode,
     encode,
 )
-from protocol.projections import channel
-from workers.runtime.replica import Replica
+from pyccm.protocol.projections import channel
+from pyccm.workers.runtime.replica import Replica
 
 log = logging.getLogger(__name__)
 

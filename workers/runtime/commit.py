@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 
-from protocol.messages import Ack, Action, FailureKind
+from pyccm.protocol.messages import Ack, Action, FailureKind
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from protocol.messages import Action, ObjectRef, Topic
-from protocol.views import Node, Service
-from workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+from pyccm.protocol.messages import Action, ObjectRef, Topic
+from pyccm.protocol.views import Node, Service
+from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
 Obj = Node | Service
 

@@ -65,8 +65,8 @@ from typing import Generic, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from workers.runtime.clock import MONOTONIC, Clock
-from workers.runtime.ratelimit import RateLimiter
+from pyccm.workers.runtime.clock import MONOTONIC, Clock
+from pyccm.workers.runtime.ratelimit import RateLimiter
 
 K = TypeVar("K", bound=Hashable)
 

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
-from workers.runtime.clock import MONOTONIC, Clock
+from pyccm.workers.runtime.clock import MONOTONIC, Clock
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)

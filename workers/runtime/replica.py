@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-from protocol.messages import Topic
-from protocol.views import Node, Service
+from pyccm.protocol.messages import Topic
+from pyccm.protocol.views import Node, Service
 
 Obj = Node | Service
 Listener = Callable[[Topic, str, Obj | None, Obj | None], None]

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
 
-from protocol.messages import Action, Topic
-from provider.errors import RetryAfter
-from workers.runtime.commit import Committer, Transport, needs_retry
-from workers.runtime.controller import Controller, Later, Obj, Periodic, SyncFailed
-from workers.runtime.queue import WorkQueue
-from workers.runtime.replica import Replica
+from pyccm.protocol.messages import Action, Topic
+from pyccm.provider.errors import RetryAfter
+from pyccm.workers.runtime.commit import Committer, Transport, needs_retry
+from pyccm.workers.runtime.controller import Controller, Later, Obj, Periodic, SyncFailed
+from pyccm.workers.runtime.queue import WorkQueue
+from pyccm.workers.runtime.replica import Replica
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from kubeapi.client import KubeClient, KubeSettings
-from kubeapi.informer import NODES, SERVICES, Informer, Resource
-from kubeapi.writer import Writer
-from protocol.messages import Ack, Action, ResultId, SessionId, Topic
-from protocol.projections import VIEWS, View, project
-from protocol.views import Node, Service
-from workers.runtime.replica import Obj, Replica
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.informer import NODES, SERVICES, Informer, Resource
+from pyccm.kubeapi.writer import Writer
+from pyccm.protocol.messages import Ack, Action, ResultId, SessionId, Topic
+from pyccm.protocol.projections import VIEWS, View, project
+from pyccm.protocol.views import Node, Service
+from pyccm.workers.runtime.replica import Obj, Replica
 
 
 class _TopicSink:

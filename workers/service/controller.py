@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 import msgspec
 from prometheus_client import Counter, Histogram
 
-from protocol.messages import (
+from pyccm.protocol.messages import (
     Ack,
     Action,
     FailureKind,
@@ -42,16 +42,16 @@ from protocol.messages import (
     RecordEvent,
     Topic,
 )
-from protocol.projections import wants_load_balancer
-from protocol.views import Node, Service
-from provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
-from provider.interface import LoadBalancers, ProviderEvent
-from workers.runtime.clock import MONOTONIC, Clock
-from workers.runtime.commit import needs_retry
-from workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
-from workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
-from workers.runtime.replica import Replica
-from workers.service.policy import (
+from pyccm.protocol.projections import wants_load_balancer
+from pyccm.protocol.views import Node, Service
+from pyccm.provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
+from pyccm.provider.interface import LoadBalancers, ProviderEvent
+from pyccm.workers.runtime.clock import MONOTONIC, Clock
+from pyccm.workers.runtime.commit import needs_retry
+from pyccm.workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
+from pyccm.workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
+from pyccm.workers.runtime.replica import Replica
+from pyccm.workers.service.policy import (
     FINALIZER,
     BackendId,
     Shard,

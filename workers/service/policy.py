@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 # The manager's projection for this controller keeps exactly the Services these two
 # decide about (protocol.projections): one definition serves both.
-from protocol.projections import LB_FINALIZER, wants_load_balancer
-from protocol.views import Node, Service
+from pyccm.protocol.projections import LB_FINALIZER, wants_load_balancer
+from pyccm.protocol.views import Node, Service
 
 FINALIZER = LB_FINALIZER
 

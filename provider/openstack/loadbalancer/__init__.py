@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from provider.interface import LoadBalancers
-    from provider.openstack.client import OpenStackClient
-    from provider.openstack.config import OpenStackSettings
-    from provider.openstack.features import CloudFeatures
-    from provider.settings import ProviderSettings
+    from pyccm.provider.interface import LoadBalancers
+    from pyccm.provider.openstack.client import OpenStackClient
+    from pyccm.provider.openstack.config import OpenStackSettings
+    from pyccm.provider.openstack.features import CloudFeatures
+    from pyccm.provider.settings import ProviderSettings
 
 
 def build_load_balancers(
@@ -26,7 +26,7 @@ def build_load_balancers(
     provider_settings: ProviderSettings,
     features: CloudFeatures,
 ) -> LoadBalancers:
-    from provider.openstack.loadbalancer.octavia import OctaviaLoadBalancers
+    from pyccm.provider.openstack.loadbalancer.octavia import OctaviaLoadBalancers
 
     return OctaviaLoadBalancers(
         client=client,

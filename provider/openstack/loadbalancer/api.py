@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from protocol.decoding import decode_json
-from provider.errors import CloudConflict, CloudError, CloudNotFound, RetryAfter
-from provider.openstack.client import OpenStackClient
-from provider.openstack.loadbalancer.resources import (
+from pyccm.protocol.decoding import decode_json
+from pyccm.provider.errors import CloudConflict, CloudError, CloudNotFound, RetryAfter
+from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.loadbalancer.resources import (
     FloatingIp,
     FloatingIpEnvelope,
     HealthMonitor,
@@ -52,7 +52,7 @@ from provider.openstack.loadbalancer.resources import (
     Subnet,
     SubnetEnvelope,
 )
-from provider.openstack.resources import Network, Port
+from pyccm.provider.openstack.resources import Network, Port
 
 log = logging.getLogger(__name__)
 

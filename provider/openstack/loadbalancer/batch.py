@@ -27,15 +27,15 @@ import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from provider.openstack.loadbalancer.api import (
+from pyccm.provider.openstack.loadbalancer.api import (
     STOCK_BODY_LIMIT,
     Api,
     Body,
     BodyTooLarge,
     body_size,
 )
-from provider.openstack.loadbalancer.desired import PoolSpec, member_key
-from provider.openstack.loadbalancer.resources import Member
+from pyccm.provider.openstack.loadbalancer.desired import PoolSpec, member_key
+from pyccm.provider.openstack.loadbalancer.resources import Member
 
 # ", " between two list items, as json.dumps writes them.
 _SEPARATOR = 2

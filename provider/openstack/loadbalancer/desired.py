@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from protocol.views import Service, ServicePort
-from provider.openstack.loadbalancer import naming
-from provider.openstack.loadbalancer.members import Backend
-from provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
-from provider.openstack.loadbalancer.service_config import ServiceConfig
+from pyccm.protocol.views import Service, ServicePort
+from pyccm.provider.openstack.loadbalancer import naming
+from pyccm.provider.openstack.loadbalancer.members import Backend
+from pyccm.provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
+from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
 
 Body = dict[str, Any]
 XFF = "X-Forwarded-For"

@@ -16,12 +16,12 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from provider.errors import CloudError
-from provider.openstack.loadbalancer.api import Api
-from provider.openstack.loadbalancer.naming import FIP_MARKER
-from provider.openstack.loadbalancer.resources import FloatingIp, LoadBalancer, Subnet
-from provider.openstack.loadbalancer.service_annotations import Events
-from provider.openstack.loadbalancer.service_config import FloatingSubnet, ServiceConfig
+from pyccm.provider.errors import CloudError
+from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.naming import FIP_MARKER
+from pyccm.provider.openstack.loadbalancer.resources import FloatingIp, LoadBalancer, Subnet
+from pyccm.provider.openstack.loadbalancer.service_annotations import Events
+from pyccm.provider.openstack.loadbalancer.service_config import FloatingSubnet, ServiceConfig
 
 Body = dict[str, object]
 

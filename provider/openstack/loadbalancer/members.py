@@ -16,7 +16,7 @@ import ipaddress
 import threading
 from collections.abc import Sequence
 
-from protocol.views import Node
+from pyccm.protocol.views import Node
 
 Selector = tuple[tuple[str, str | None], ...]
 # A member-to-be: the node's name and the address its pool members get.

@@ -7,7 +7,7 @@ crashed sync finds what it created by name before creating anything (idempotence
 
 from __future__ import annotations
 
-from protocol.views import Service
+from pyccm.protocol.views import Service
 
 # OpenStack name fields hold at most 255 characters.
 MAX_NAME = 255

@@ -26,14 +26,14 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from protocol.views import LoadBalancerIngress, Node, Service
-from provider.errors import CloudError
-from provider.interface import LoadBalancerOutcome, ProviderEvent
-from provider.openstack.client import OpenStackClient
-from provider.openstack.config import OpenStackSettings
-from provider.openstack.features import CloudFeatures
-from provider.openstack.loadbalancer import service_annotations as a
-from provider.openstack.loadbalancer.api import (
+from pyccm.protocol.views import LoadBalancerIngress, Node, Service
+from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import LoadBalancerOutcome, ProviderEvent
+from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.config import OpenStackSettings
+from pyccm.provider.openstack.features import CloudFeatures
+from pyccm.provider.openstack.loadbalancer import service_annotations as a
+from pyccm.provider.openstack.loadbalancer.api import (
     ACTIVE,
     ERROR,
     PENDING_DELETE,
@@ -42,17 +42,21 @@ from provider.openstack.loadbalancer.api import (
     PendingBackoff,
     is_pending,
 )
-from provider.openstack.loadbalancer.batch import JustWritten
-from provider.openstack.loadbalancer.desired import ListenerSpec, desired_listeners, fingerprint
-from provider.openstack.loadbalancer.floating import FloatingIps
-from provider.openstack.loadbalancer.members import Backends
-from provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
-from provider.openstack.loadbalancer.reconcile import Reconciler
-from provider.openstack.loadbalancer.resources import LoadBalancer
-from provider.openstack.loadbalancer.security_groups import SecurityGroups
-from provider.openstack.loadbalancer.service_config import Resolver, ServiceConfig
-from provider.openstack.loadbalancer.verified import Verified
-from provider.settings import ProviderSettings
+from pyccm.provider.openstack.loadbalancer.batch import JustWritten
+from pyccm.provider.openstack.loadbalancer.desired import (
+    ListenerSpec,
+    desired_listeners,
+    fingerprint,
+)
+from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
+from pyccm.provider.openstack.loadbalancer.members import Backends
+from pyccm.provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
+from pyccm.provider.openstack.loadbalancer.reconcile import Reconciler
+from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
+from pyccm.provider.openstack.loadbalancer.security_groups import SecurityGroups
+from pyccm.provider.openstack.loadbalancer.service_config import Resolver, ServiceConfig
+from pyccm.provider.openstack.loadbalancer.verified import Verified
+from pyccm.provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TypeVar
 
-from provider.errors import CloudError, ProviderError, RetryAfter
-from provider.openstack.loadbalancer.api import Api, BodyTooLarge
-from provider.openstack.loadbalancer.batch import JustWritten, Written, converge_in_parts
-from provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
-from provider.openstack.loadbalancer.resources import Listener, Member, Pool
-from provider.openstack.loadbalancer.service_annotations import Events
-from provider.openstack.loadbalancer.service_config import ServiceConfig
+from pyccm.provider.errors import CloudError, ProviderError, RetryAfter
+from pyccm.provider.openstack.loadbalancer.api import Api, BodyTooLarge
+from pyccm.provider.openstack.loadbalancer.batch import JustWritten, Written, converge_in_parts
+from pyccm.provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
+from pyccm.provider.openstack.loadbalancer.resources import Listener, Member, Pool
+from pyccm.provider.openstack.loadbalancer.service_annotations import Events
+from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
 
 T = TypeVar("T")
 

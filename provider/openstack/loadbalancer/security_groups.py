@@ -14,15 +14,15 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
-from protocol.views import Node, Service
-from provider.errors import InvalidProviderId
-from provider.openstack.instances import parse_provider_id
-from provider.openstack.loadbalancer import naming
-from provider.openstack.loadbalancer.api import Api
-from provider.openstack.loadbalancer.members import member_address
-from provider.openstack.loadbalancer.resources import SecurityGroup, SecurityGroupRule
-from provider.openstack.loadbalancer.service_annotations import Events
-from provider.openstack.loadbalancer.service_config import ServiceConfig, eligible_nodes
+from pyccm.protocol.views import Node, Service
+from pyccm.provider.errors import InvalidProviderId
+from pyccm.provider.openstack.instances import parse_provider_id
+from pyccm.provider.openstack.loadbalancer import naming
+from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.members import member_address
+from pyccm.provider.openstack.loadbalancer.resources import SecurityGroup, SecurityGroupRule
+from pyccm.provider.openstack.loadbalancer.service_annotations import Events
+from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig, eligible_nodes
 
 Rule = tuple[str, str, str, int, int, str]  # direction, protocol, ethertype, min, max, prefix
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from provider.interface import ProviderEvent
+from pyccm.provider.interface import ProviderEvent
 
 PREFIX = "loadbalancer.openstack.org/"
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"

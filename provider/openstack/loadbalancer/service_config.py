@@ -15,15 +15,23 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.views import Node, Service, ServicePort
-from provider.errors import CloudError, InvalidProviderId
-from provider.openstack.config import LoadBalancerClass, LoadBalancerSettings, OpenStackSettings
-from provider.openstack.features import CloudFeatures, OctaviaFeatures
-from provider.openstack.instances import parse_provider_id
-from provider.openstack.loadbalancer import naming
-from provider.openstack.loadbalancer import service_annotations as a
-from provider.openstack.loadbalancer.api import Api
-from provider.openstack.loadbalancer.members import member_address, node_matches, parse_selector
+from pyccm.protocol.views import Node, Service, ServicePort
+from pyccm.provider.errors import CloudError, InvalidProviderId
+from pyccm.provider.openstack.config import (
+    LoadBalancerClass,
+    LoadBalancerSettings,
+    OpenStackSettings,
+)
+from pyccm.provider.openstack.features import CloudFeatures, OctaviaFeatures
+from pyccm.provider.openstack.instances import parse_provider_id
+from pyccm.provider.openstack.loadbalancer import naming
+from pyccm.provider.openstack.loadbalancer import service_annotations as a
+from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.members import (
+    member_address,
+    node_matches,
+    parse_selector,
+)
 
 log = logging.getLogger(__name__)
 

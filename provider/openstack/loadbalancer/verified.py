@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from provider.openstack.loadbalancer.resources import LoadBalancer
+from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
 
 # One second of timestamp resolution, plus a margin for the two clocks' rates.
 SETTLED = 1.1
