@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
@@ -63,7 +63,11 @@ class Manager:
             may_write=self._may_write,
         )
         self.bus = BusServer(
-            settings=settings.bus, session=self.session, cache=self.cache, on_result=self._on_result
+            settings=settings.bus,
+            session=self.session,
+            cache=self.cache,
+            on_result=self._on_result,
+            leader_bus=self._leader_bus,
         )
         self._informers = (
             Informer(client=self._client, resource=NODES, sink=self.cache.nodes),
@@ -71,7 +75,8 @@ class Manager:
         )
         self._elector = Elector(
             client=self._client,
-            settings=settings.election,
+            # The Lease names the bus this manager advertises (manager/BUS.md).
+            settings=replace(settings.election, bus_endpoints=settings.bus.advertise),
             on_started=self._lead,
             on_lost=self._lost,
         )
@@ -131,6 +136,15 @@ class Manager:
             len(self.cache.services),
         )
         self._leader_event("became leader")
+
+    def _leader_bus(self) -> tuple[str, str] | None:
+        """Where workers find the leader's bus: ours while we lead, else the Lease's word;
+        none while we let go (the worker goes back to its seed addresses meanwhile)."""
+        if self._letting_go.is_set():
+            return None
+        if self._leading():
+            return self._settings.bus.advertise
+        return self._elector.leader_bus()
 
     def _may_write(self) -> bool:
         return self._leading() and not self._letting_go.is_set()

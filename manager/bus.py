@@ -9,6 +9,11 @@ asks for a new snapshot (DESIGN §2). A malformed frame is counted and dropped.
 The server answers a `Hello` only while this manager leads and its cache has synced;
 otherwise it says why (`Refused`) and the worker asks again. A protocol mismatch is
 refused for good: the worker exits with a clear error.
+
+With an advertised address (split mode, manager/BUS.md) a refusal also names where the
+leader's bus is, and the leader sends a worker that dialled any other address (a Service
+over every replica) to its own advertised one: only there are the worker's SUB and DEALER
+sure to reach the same manager.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ log = logging.getLogger(__name__)
 
 WorkerIdentity = bytes
 ResultHandler = Callable[[WorkerIdentity, Result], None]
+# Where the leader's bus is as far as this manager knows ((PUB, ROUTER) or None).
+LeaderBus = Callable[[], tuple[str, str] | None]
 
 _PUB = b"pub"
 _ROUTER = b"router"
@@ -74,9 +81,14 @@ class BusSettings:
     # CURVE keys (protocol/addresses.py): required for any address that is not ipc://, so a
     # tcp port is never open to whoever can reach it; optional on ipc://.
     curve: ServerCurve | None = None
+    # This replica's own (PUB, ROUTER) addresses as workers reach them (--bus-advertise-
+    # address); None: workers are served wherever they dialled, as with one replica.
+    advertise: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         require_curve((self.pub_address, self.router_address), self.curve)
+        if self.advertise is not None:
+            require_curve(self.advertise, self.curve)
 
 
 class AuthorizedKeys:
@@ -134,12 +146,14 @@ class BusServer:
         session: SessionId,
         cache: Cache,
         on_result: ResultHandler,
+        leader_bus: LeaderBus = lambda: None,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
     ) -> None:
         self._settings = settings
         self._session = session
         self._cache = cache
         self._on_result = on_result
+        self._leader_bus = leader_bus
         # The ZAP authenticator binds a fixed inproc address, one per context: a CURVE
         # server gets a context of its own so two of them in one process do not clash.
         self._own_context = context is None and settings.curve is not None
@@ -215,6 +229,8 @@ class BusServer:
         router = self._context.socket(zmq.ROUTER)
         self._secure(router)
         router.bind(self._settings.router_address)
+        if self._settings.advertise is not None:
+            log.info("bus: advertised to workers as %s and %s", *self._settings.advertise)
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(self._outbox.fileno(), zmq.POLLIN)
@@ -320,7 +336,15 @@ class BusServer:
             return
         if not self._serving.is_set() or not self._cache.synced():
             reason = "not leading yet" if not self._serving.is_set() else "cache not synced yet"
-            self.send(identity, Refused(session=self._session, reason=reason))
+            leader = self._leader_bus() or ()
+            self.send(identity, Refused(session=self._session, reason=reason, leader=leader))
+            return
+        advertise = self._settings.advertise
+        if advertise is not None and hello.endpoints and hello.endpoints != advertise:
+            # Dialled through a Service (or another replica's address): its SUB may sit on
+            # another manager. It moves before any snapshot, which it would throw away.
+            reason = f"the leader's bus is at {advertise[1]}"
+            self.send(identity, Refused(session=self._session, reason=reason, leader=advertise))
             return
         channels = [self._cache.channel(hello.view, topic) for topic in hello.topics]
         for topic, chan in zip(hello.topics, channels, strict=True):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pyccm.protocol.addresses import add_bus_flags, resolve, server_curve
+from pyccm.protocol.addresses import (
+    add_advertise_flag,
+    add_bus_flags,
+    advertise,
+    resolve,
+    server_curve,
+)
 from pyccm.protocol.controllers import parse_controllers
 
 
@@ -43,6 +49,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="HTTP port for /healthz, /readyz, /metrics (0: off)",
     )
     add_bus_flags(parser)
+    add_advertise_flag(parser)
     parser.set_defaults(run=run)
 
 
@@ -83,7 +90,12 @@ def run(args: argparse.Namespace) -> int:
         kube=KubeSettings(
             kubeconfig=args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst
         ),
-        bus=BusSettings(pub_address=pub, router_address=router, curve=server_curve(args)),
+        bus=BusSettings(
+            pub_address=pub,
+            router_address=router,
+            curve=server_curve(args),
+            advertise=advertise(args, pub, router),
+        ),
         election=election,
         leader_elect=args.leader_elect == "true",
         bind_address=args.bind_address,

@@ -8,6 +8,10 @@ has lost the lease and the manager exits 1 (crash-only, STYLE 10).
 
 Better than upstream: `release()` on a clean shutdown clears the holder, so a standby
 takes over at its next retry (~2 s) instead of waiting out the 15 s lease.
+
+Split mode (manager/BUS.md): the holder also writes its advertised bus addresses on the
+Lease, in the writes it makes anyway (acquire, renew), and removes them on release; a
+standby reads them on every retry and tells the workers that reach it where the leader is.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import msgspec
 from pyccm.kubeapi.client import KubeClient
 from pyccm.kubeapi.errors import Conflict, KubeError, NotFound
 from pyccm.manager import metrics
+from pyccm.protocol.addresses import BUS_ENDPOINTS_ANNOTATION, format_endpoints, parse_endpoints
 from pyccm.protocol.decoding import decode_json
 
 log = logging.getLogger(__name__)
@@ -41,6 +46,9 @@ class ElectionSettings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     identity: str = ""
+    # This manager's advertised (PUB, ROUTER) bus addresses, written on the Lease while it
+    # holds it; None (no --bus-advertise-address) writes nothing and removes a stale value.
+    bus_endpoints: tuple[str, str] | None = None
 
     def validate(self) -> None:
         if not self.lease_duration > self.renew_deadline:
@@ -70,6 +78,9 @@ class LeaseMeta(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     name: str = ""
     namespace: str = ""
     resource_version: str = ""
+    # Read so that a PUT writes them back: a field missing from a PUT is erased.
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
 
 
 class Lease(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -112,6 +123,20 @@ class Elector:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(self._settings.retry_period * 3)
+
+    def leader_bus(self) -> tuple[str, str] | None:
+        """Another holder's advertised bus addresses, as this replica last read the Lease.
+
+        None when nobody else holds it, it advertises nothing, or its record has not changed
+        for a renew deadline: a leader that cannot renew within that steps down by its own
+        rule (or is dead), so workers are not sent to it meanwhile.
+        """
+        record = self._record
+        if record is None or record.spec.holder_identity in (None, "", self.identity):
+            return None
+        if time.monotonic() - self._observed_at > self._settings.renew_deadline:
+            return None
+        return parse_endpoints(record.metadata.annotations.get(BUS_ENDPOINTS_ANNOTATION, ""))
 
     def healthy(self) -> bool:
         """Upstream's watchdog: a leader that has not renewed for lease + 20 s is stuck."""
@@ -184,7 +209,7 @@ class Elector:
             if record is None or not self._holds(record):
                 return False
             try:
-                self._update(record, _released(record.spec))
+                self._update(record, _released(record.spec), holding=False)
                 break
             except Conflict as error:
                 if attempt:
@@ -283,7 +308,11 @@ class Elector:
 
     def _create(self, now: str) -> bool:
         lease = Lease(
-            metadata=LeaseMeta(name=self._settings.name, namespace=self._settings.namespace),
+            metadata=LeaseMeta(
+                name=self._settings.name,
+                namespace=self._settings.namespace,
+                annotations=self._annotations({}, holding=True),
+            ),
             spec=LeaseSpec(
                 holder_identity=self.identity,
                 lease_duration_seconds=int(self._settings.lease_duration),
@@ -299,11 +328,25 @@ class Elector:
         self._record = decode_json(data, Lease)
         return True
 
-    def _update(self, current: Lease, spec: LeaseSpec) -> None:
-        body = msgspec.to_builtins(msgspec.structs.replace(current, spec=spec))
+    def _update(self, current: Lease, spec: LeaseSpec, *, holding: bool = True) -> None:
+        """PUT `spec`; the bus annotation is ours while `holding`, and gone otherwise."""
+        metadata = current.metadata
+        annotations = self._annotations(metadata.annotations, holding=holding)
+        if annotations != metadata.annotations:
+            metadata = msgspec.structs.replace(metadata, annotations=annotations)
+        body = msgspec.to_builtins(msgspec.structs.replace(current, metadata=metadata, spec=spec))
         data = self._client.request("PUT", f"{self._path}/{self._settings.name}", body=body)
         self._record = decode_json(data, Lease)
         self._observe(self._record)
+
+    def _annotations(self, current: dict[str, str], *, holding: bool) -> dict[str, str]:
+        """The Lease's annotations with the bus addresses of the holder to be (or none):
+        taking the Lease over replaces the previous holder's."""
+        annotations = {k: v for k, v in current.items() if k != BUS_ENDPOINTS_ANNOTATION}
+        endpoints = self._settings.bus_endpoints
+        if holding and endpoints is not None:
+            annotations[BUS_ENDPOINTS_ANNOTATION] = format_endpoints(endpoints)
+        return annotations
 
 
 def _released(spec: LeaseSpec) -> LeaseSpec:

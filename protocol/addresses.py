@@ -16,6 +16,11 @@ The key directory (`--bus-curve-dir`) holds zmq.auth certificate files (manager/
     authorized/*.key    public keys of the workers the manager accepts (the manager)
 
 Secret keys live in `repr=False` fields and only file paths ever appear in messages.
+
+In split mode several manager replicas sit behind one Service, and only the leader serves
+workers. A manager started with `--bus-advertise-address HOST` (its pod IP) advertises its
+own sockets as `tcp://HOST:<port>`; the leader writes them on its Lease
+(`BUS_ENDPOINTS_ANNOTATION`), and a worker that reached any replica is told where to go.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ SERVER_SECRET = "server.key_secret"
 CLIENT_SECRET = "client.key_secret"
 AUTHORIZED_DIR = "authorized"
 KEY_LENGTH = 40
+
+# On the leader's Lease: its advertised "PUB,ROUTER" addresses (manager/BUS.md).
+BUS_ENDPOINTS_ANNOTATION = "pyccm.io/bus-endpoints"
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,61 @@ def add_bus_flags(parser: argparse.ArgumentParser) -> None:
     )
     # Config errors name the command they belong to ("pyccm manager: ...").
     parser.set_defaults(bus_prog=parser.prog)
+
+
+def add_advertise_flag(parser: argparse.ArgumentParser) -> None:
+    """The manager's --bus-advertise-address (workers only dial, they advertise nothing)."""
+    parser.add_argument(
+        "--bus-advertise-address",
+        default=os.environ.get("PYCCM_BUS_ADVERTISE_ADDRESS", ""),
+        metavar="HOST",
+        help="this replica's own address (in Kubernetes its pod IP), with the ports of "
+        "--bus-pub/--bus-router: the leader names it to workers that reach a standby or a "
+        "Service (default $PYCCM_BUS_ADVERTISE_ADDRESS or none: workers stay where they dial)",
+    )
+
+
+def advertised(host: str, pub: str, router: str) -> tuple[str, str]:
+    """`tcp://HOST:<port>` for each bound address; ValueError when that cannot be said."""
+    if not host or any(c.isspace() or c in ",/" for c in host):
+        raise ValueError(f"--bus-advertise-address {host!r} is not a host name or IP address")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return _advertised(host, pub, "--bus-pub"), _advertised(host, router, "--bus-router")
+
+
+def _advertised(host: str, bound: str, flag: str) -> str:
+    port = bound.rpartition(":")[2]
+    if not bound.startswith("tcp://") or not port.isdigit() or int(port) == 0:
+        raise ValueError(
+            f"--bus-advertise-address needs {flag} to bind tcp://HOST:PORT with a fixed "
+            f"port, not {bound}"
+        )
+    return f"tcp://{host}:{port}"
+
+
+def advertise(args: argparse.Namespace, pub: str, router: str) -> tuple[str, str] | None:
+    """The manager's advertised (PUB, ROUTER) addresses, or None; a bad flag exits 2."""
+    if not args.bus_advertise_address:
+        return None
+    try:
+        return advertised(args.bus_advertise_address, pub, router)
+    except ValueError as error:
+        _config_error(args, str(error))
+
+
+def format_endpoints(endpoints: tuple[str, str]) -> str:
+    return ",".join(endpoints)
+
+
+def parse_endpoints(text: str) -> tuple[str, str] | None:
+    """The annotation's (PUB, ROUTER) addresses; None when it is absent or not two tcp://
+    addresses (anyone allowed to edit the Lease could have written it: CURVE still makes
+    sure a worker only ever talks to a holder of the manager's secret key)."""
+    parts = tuple(part.strip() for part in text.split(","))
+    if len(parts) != 2 or not all(part.startswith("tcp://") for part in parts):
+        return None
+    return parts[0], parts[1]
 
 
 def resolve(args: argparse.Namespace) -> tuple[str, str]:

@@ -27,6 +27,10 @@ from pyccm.protocol.views import (
 )
 
 # 2: a Hello names its view (protocol.projections); heartbeats count sequences per channel.
+# Still 2 with `Hello.endpoints` and `Refused.leader` (leader discovery, manager/BUS.md):
+# both have defaults, and a peer that does not know them ignores them, which is the
+# behaviour before them (the worker stays where it dialled). No bump, so a rolling upgrade
+# of split-mode pods is not refused for good half-way through.
 PROTOCOL_VERSION = 2
 
 SessionId = NewType("SessionId", str)
@@ -90,13 +94,22 @@ class Hello(_Message, frozen=True, tag="hello"):
     protocol: int = PROTOCOL_VERSION
     # The controller whose projection (protocol.projections.VIEWS) this worker receives.
     view: str = ""
+    # The (PUB, ROUTER) addresses this worker dialled. A leader that advertises other
+    # addresses (--bus-advertise-address) answers with `Refused.leader` instead of
+    # snapshots: addresses behind a Service may have put the SUB on another manager.
+    endpoints: tuple[str, ...] = ()
 
 
 class Refused(_Message, frozen=True, tag="refused"):
-    """The manager will not serve this worker now (not leading) or ever (`fatal`)."""
+    """The manager will not serve this worker now (not leading) or ever (`fatal`).
+
+    `leader` is the leader's advertised (PUB, ROUTER) addresses when this manager knows
+    them (from the Lease, or its own): a worker not connected there moves both sockets there.
+    """
 
     reason: str
     fatal: bool = False
+    leader: tuple[str, ...] = ()
 
 
 class Snapshot(_Message, frozen=True, tag="snapshot"):

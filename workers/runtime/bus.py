@@ -11,6 +11,14 @@ Like the server, one thread owns both sockets; sync threads hand it results thro
 inproc socket and wait on a Future for the manager's `Ack`. Results in flight when the
 manager goes away are failed as `UNAVAILABLE`, so their syncs retry against the next
 manager instead of waiting forever.
+
+Following the leader (split mode, manager/BUS.md): the addresses a worker is started with
+are *seeds*, e.g. a Service over every manager replica. A manager that refuses the hello
+may name the leader's own addresses (`Refused.leader`); the worker then closes both
+sockets and opens both at those addresses, so its SUB and DEALER always reach the same
+manager. When that manager goes silent, or refuses without naming another, the worker
+goes back to its seeds and starts over. Moves in a row without getting synced are spaced
+out (0.25 s doubling to 2 s), so two replicas that name each other cannot make a hot loop.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 import zmq
@@ -61,6 +69,12 @@ DELTAS_RECEIVED = Counter(
     "Deltas a worker applied to its replica (each one may wake its controller), by topic.",
     ["worker", "topic"],
 )
+LEADER_CHANGES = Counter(
+    "pyccm_bus_leader_changes_total",
+    "Times a worker moved its bus sockets to the addresses a manager named as the leader's "
+    "(split mode: after a start on the seed addresses, or a manager failover).",
+    ["worker"],
+)
 
 
 _HANDSHAKE_FAILURES: dict[int, str] = {
@@ -85,6 +99,11 @@ class BusClientSettings:
     # CURVE keys (protocol/addresses.py): required for any address that is not ipc://,
     # because the manager only talks CURVE there; optional on ipc://.
     curve: ClientCurve | None = None
+    # The first move to another manager's addresses is at once; each further one before
+    # getting synced waits twice as long as the last, from this up to move_backoff_max
+    # (well under the 3 s silence timeout that sends a worker back to its seeds anyway).
+    move_backoff: float = 0.25
+    move_backoff_max: float = 2.0
 
     def __post_init__(self) -> None:
         require_curve((self.pub_address, self.router_address), self.curve)
@@ -92,6 +111,29 @@ class BusClientSettings:
 
 class FatalBusError(RuntimeError):
     """The manager refused this worker for good (protocol mismatch)."""
+
+
+Endpoints = tuple[str, str]
+
+
+@dataclass
+class _Link:
+    """The SUB and DEALER open to one manager: always both to the same (PUB, ROUTER)."""
+
+    endpoints: Endpoints
+    sub: zmq.Socket[bytes]
+    dealer: zmq.Socket[bytes]
+    # CURVE handshake events of the DEALER (None without CURVE).
+    monitor: zmq.Socket[bytes] | None
+    poller: zmq.Poller = field(default_factory=zmq.Poller)
+
+    def close(self) -> None:
+        # linger 0: nothing queued for or from this manager survives a move.
+        if self.monitor is not None:
+            self.dealer.disable_monitor()
+            self.monitor.close(linger=0)
+        self.sub.close(linger=0)
+        self.dealer.close(linger=0)
 
 
 class BusClient:
@@ -139,6 +181,16 @@ class BusClient:
         self._last_heard = time.monotonic()
         self._hello_sent = 0.0
         self._hello_queued = False
+        # Where the worker was started to dial, where it is connected now, and a move it
+        # decided on (done by the loop, at `_move_due`: never while a socket is being read).
+        self._seeds: Endpoints = (settings.pub_address, settings.router_address)
+        self._link: _Link | None = None
+        self._move_to: Endpoints | None = None
+        self._move_due = 0.0
+        self._moved_at = -float("inf")
+        self._unsynced_moves = 0
+        self.leader_changes = 0
+        self._leader_changes = LEADER_CHANGES.labels(worker=worker)
         self._thread = threading.Thread(target=self._run, name="bus-client", daemon=True)
 
     # --- any thread -------------------------------------------------------------------
@@ -166,49 +218,113 @@ class BusClient:
     # --- the bus thread ---------------------------------------------------------------
 
     def _run(self) -> None:
+        link = self._link = self._open(self._seeds)
+        self._ready.set()
+        next_beat = 0.0
+        try:
+            self._resnapshot(reason="start")
+            while not self._stop.is_set() and self.fatal is None:
+                link = self._link
+                events = dict(link.poller.poll(self._poll_ms()))
+                if link.sub in events:
+                    self._drain(link.sub, multipart=True)
+                if link.dealer in events:
+                    self._drain(link.dealer, multipart=False)
+                if self._outbox.fileno() in events:
+                    self._send_results()
+                if link.monitor is not None and link.monitor in events:
+                    self._on_handshakes(link.monitor)
+                now = time.monotonic()
+                if self._move_to is not None:
+                    if now >= self._move_due:
+                        self._move(self._move_to)
+                    continue
+                if now >= next_beat:
+                    self._beat()
+                    next_beat = now + self._settings.heartbeat_interval
+                self._check_liveness(now)
+        finally:
+            self._fail_pending("bus client stopped")
+            self._link.close()
+
+    def _open(self, endpoints: Endpoints) -> _Link:
+        pub, router = endpoints
         sub = self._context.socket(zmq.SUB)
         for name in (*self._channels.values(), Topic.CONTROL.value):
             sub.setsockopt(zmq.SUBSCRIBE, name.encode())
         self._secure(sub)
-        sub.connect(self._settings.pub_address)
+        sub.connect(pub)
         dealer = self._context.socket(zmq.DEALER)
         self._secure(dealer)
         # Queue nothing for a manager that is not there: results fail fast instead.
         dealer.setsockopt(zmq.IMMEDIATE, 1)
-        dealer.connect(self._settings.router_address)
-        poller = zmq.Poller()
+        dealer.connect(router)
+        link = _Link(
+            endpoints=endpoints, sub=sub, dealer=dealer, monitor=self._watch_handshakes(dealer)
+        )
         for sock in (sub, dealer):
-            poller.register(sock, zmq.POLLIN)
-        poller.register(self._outbox.fileno(), zmq.POLLIN)
-        monitor = self._watch_handshakes(dealer)
-        if monitor is not None:
-            poller.register(monitor, zmq.POLLIN)
-        self._ready.set()
-        next_beat = 0.0
-        try:
-            self._resnapshot(dealer, reason="start")
-            while not self._stop.is_set() and self.fatal is None:
-                events = dict(poller.poll(self._poll_ms()))
-                if sub in events:
-                    self._drain(sub, dealer, multipart=True)
-                if dealer in events:
-                    self._drain(dealer, dealer, multipart=False)
-                if self._outbox.fileno() in events:
-                    self._send_results(dealer)
-                if monitor is not None and monitor in events:
-                    self._on_handshakes(monitor)
-                now = time.monotonic()
-                if now >= next_beat:
-                    self._beat(dealer)
-                    next_beat = now + self._settings.heartbeat_interval
-                self._check_liveness(dealer, now)
-        finally:
-            self._fail_pending("bus client stopped")
-            if monitor is not None:
-                dealer.disable_monitor()
-                monitor.close(linger=0)
-            sub.close(linger=0)
-            dealer.close(linger=0)
+            link.poller.register(sock, zmq.POLLIN)
+        link.poller.register(self._outbox.fileno(), zmq.POLLIN)
+        if link.monitor is not None:
+            link.poller.register(link.monitor, zmq.POLLIN)
+        return link
+
+    @property
+    def _dealer(self) -> zmq.Socket[bytes]:
+        assert self._link is not None
+        return self._link.dealer
+
+    @property
+    def endpoints(self) -> Endpoints:
+        """The (PUB, ROUTER) addresses the worker is connected to now (bus thread's view)."""
+        return self._link.endpoints if self._link is not None else self._seeds
+
+    # --- following the leader ---------------------------------------------------------
+
+    def _plan_move(self, endpoints: Endpoints) -> None:
+        if self._move_to is not None:
+            return
+        delay = 0.0
+        if self._unsynced_moves:
+            delay = min(
+                self._settings.move_backoff_max,
+                self._settings.move_backoff * 2 ** (self._unsynced_moves - 1),
+            )
+        self._move_to = endpoints
+        self._move_due = max(time.monotonic(), self._moved_at + delay)
+
+    def _move(self, endpoints: Endpoints) -> None:
+        """Close both sockets, open both at `endpoints`, and start over with a hello."""
+        assert self._link is not None
+        self._move_to = None
+        self._fail_pending("the worker is moving to another manager")
+        self._link.close()
+        self._link = self._open(endpoints)
+        self._moved_at = self._last_heard = time.monotonic()
+        self._unsynced_moves += 1
+        if endpoints == self._seeds:
+            log.info("back to the seed addresses %s, %s", *endpoints)
+        else:
+            log.info("following the leader at %s, %s", *endpoints)
+            self.leader_changes += 1
+            self._leader_changes.inc()
+        self._resnapshot(reason="moved")
+
+    def _on_refused(self, refused: Refused) -> None:
+        if refused.fatal:
+            log.error("the manager refused this worker: %s", refused.reason)
+            self.fatal = FatalBusError(refused.reason)
+            return
+        here = self.endpoints
+        leader = tuple(refused.leader)
+        if len(leader) == 2 and leader != here:
+            self._plan_move((leader[0], leader[1]))
+        elif not leader and here != self._seeds:
+            # The manager we followed no longer leads and knows no one who does.
+            log.info("the manager at %s refused (%s)", here[1], refused.reason)
+            self._plan_move(self._seeds)
+        else:
+            log.info("manager not serving yet (%s); asking again", refused.reason)
 
     def _watch_handshakes(self, dealer: zmq.Socket[bytes]) -> zmq.Socket[bytes] | None:
         """With CURVE, a refused key would otherwise look like a manager that never answers."""
@@ -238,7 +354,7 @@ class BusClient:
                     "the manager at %s refused the CURVE handshake (%s, code %d): is this "
                     "worker's public key in its authorized/ directory, and is server.key the "
                     "manager's?",
-                    self._settings.router_address,
+                    self.endpoints[1],
                     _HANDSHAKE_FAILURES.get(event["event"], "failed"),
                     event["value"],
                 )
@@ -251,9 +367,7 @@ class BusClient:
         sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
         sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
 
-    def _drain(
-        self, sock: zmq.Socket[bytes], dealer: zmq.Socket[bytes], *, multipart: bool
-    ) -> None:
+    def _drain(self, sock: zmq.Socket[bytes], *, multipart: bool) -> None:
         while True:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -268,34 +382,33 @@ class BusClient:
             except (msgspec.DecodeError, msgspec.ValidationError) as error:
                 self._drops.dropped(error)
                 continue
+            if self._move_to is not None:
+                continue  # leaving this manager: nothing it says matters any more
             self._last_heard = time.monotonic()
-            self._handle(message, dealer)
+            self._handle(message)
 
-    def _handle(self, message: Message, dealer: zmq.Socket[bytes]) -> None:
+    def _handle(self, message: Message) -> None:
         match message:
             case Delta():
-                self._on_delta(message, dealer)
+                self._on_delta(message)
             case Snapshot():
-                self._on_snapshot(message, dealer)
+                self._on_snapshot(message)
             case Heartbeat():
-                self._on_heartbeat(message, dealer)
+                self._on_heartbeat(message)
             case Ack():
                 self._on_ack(message)
             case Pause():
                 self.paused.set()
             case Resume():
                 self.paused.clear()
-            case Refused(reason=reason, fatal=True):
-                log.error("the manager refused this worker: %s", reason)
-                self.fatal = FatalBusError(reason)
-            case Refused(reason=reason):
-                log.info("manager not serving yet (%s); asking again", reason)
+            case Refused():
+                self._on_refused(message)
             case _:
                 self._drops.dropped(
                     ValueError(f"unexpected {type(message).__name__} from the manager")
                 )
 
-    def _on_delta(self, delta: Delta, dealer: zmq.Socket[bytes]) -> None:
+    def _on_delta(self, delta: Delta) -> None:
         if delta.topic not in self._channels:
             self._drops.dropped(ValueError(f"a delta of {delta.topic.value}, not subscribed"))
             return
@@ -303,15 +416,13 @@ class BusClient:
             self._buffer.append(delta)
             return
         if delta.session != self._manager:
-            self._resnapshot(dealer, reason="manager restarted")
+            self._resnapshot(reason="manager restarted")
             return
         expected = self._seqs.get(delta.topic, Seq(0)) + 1
         if delta.seq < expected:
             return
         if delta.seq > expected:
-            self._resnapshot(
-                dealer, reason=f"gap on {delta.topic.value}: {expected} -> {delta.seq}"
-            )
+            self._resnapshot(reason=f"gap on {delta.topic.value}: {expected} -> {delta.seq}")
             return
         self._apply(delta)
 
@@ -320,7 +431,7 @@ class BusClient:
         self._received[delta.topic].inc()
         self._replica.apply(delta.topic, delta.key, delta.node or delta.service)
 
-    def _on_snapshot(self, snapshot: Snapshot, dealer: zmq.Socket[bytes]) -> None:
+    def _on_snapshot(self, snapshot: Snapshot) -> None:
         if snapshot.topic not in self._awaiting:
             return
         if self._manager is not None and snapshot.session != self._manager:
@@ -333,17 +444,18 @@ class BusClient:
         if snapshot.paused:
             self.paused.set()
         if not self._awaiting:
-            self._replay_buffer(dealer)
+            self._replay_buffer()
 
-    def _replay_buffer(self, dealer: zmq.Socket[bytes]) -> None:
+    def _replay_buffer(self) -> None:
         buffered, self._buffer = self._buffer, []
         for delta in buffered:
             if delta.session == self._manager:
-                self._on_delta(delta, dealer)
+                self._on_delta(delta)
         if not self._awaiting:
+            self._unsynced_moves = 0
             self._replica.synced.set()
 
-    def _on_heartbeat(self, beat: Heartbeat, dealer: zmq.Socket[bytes]) -> None:
+    def _on_heartbeat(self, beat: Heartbeat) -> None:
         if beat.paused:
             self.paused.set()
         else:
@@ -354,13 +466,14 @@ class BusClient:
             # A worker with no topics (a disabled controller) has nothing to snapshot; it
             # only follows the manager for pause/resume and sends its own heartbeats.
             self._manager = beat.session
+            self._unsynced_moves = 0
             return
         if beat.session != self._manager:
-            self._resnapshot(dealer, reason="manager restarted")
+            self._resnapshot(reason="manager restarted")
             return
         for topic, name in self._channels.items():
             if beat.seqs.get(name, Seq(0)) > self._seqs.get(topic, Seq(0)):
-                self._resnapshot(dealer, reason=f"missed deltas on {topic.value}")
+                self._resnapshot(reason=f"missed deltas on {topic.value}")
                 return
 
     def _on_ack(self, ack: Ack) -> None:
@@ -369,15 +482,24 @@ class BusClient:
         if future is not None:
             future.set_result(ack)
 
-    def _check_liveness(self, dealer: zmq.Socket[bytes], now: float) -> None:
+    def _check_liveness(self, now: float) -> None:
         if now - self._last_heard > self._settings.silence_timeout:
             self._fail_pending("the manager went silent")
             self._last_heard = now
-            self._resnapshot(dealer, reason="manager silent")
-        elif self._awaiting and now - self._hello_sent > self._hello_wait():
-            self._send_hello(dealer)
+            if self.endpoints != self._seeds:
+                log.info("the manager at %s went silent", self.endpoints[1])
+                self._plan_move(self._seeds)
+            else:
+                self._resnapshot(reason="manager silent")
+        elif self._hello_due() and now - self._hello_sent > self._hello_wait():
+            self._send_hello()
 
-    def _resnapshot(self, dealer: zmq.Socket[bytes], *, reason: str) -> None:
+    def _hello_due(self) -> bool:
+        # A worker with no topics gets no snapshot to end its waiting, so it keeps saying
+        # hello: that is how a standby, once it knows the leader, can send it there.
+        return bool(self._awaiting) or not self._topics
+
+    def _resnapshot(self, *, reason: str) -> None:
         if reason != "start":
             log.info("asking for a new snapshot: %s", reason)
             self.resnapshots += 1
@@ -388,14 +510,18 @@ class BusClient:
             # has (a Service deleted while this worker's manager was away): no sync may
             # read it, or it would recreate a load balancer for a deleted Service.
             self._replica.synced.clear()
-        self._send_hello(dealer)
+        self._send_hello()
 
-    def _send_hello(self, dealer: zmq.Socket[bytes]) -> None:
+    def _send_hello(self) -> None:
         self._hello_sent = time.monotonic()
         hello = Hello(
-            session=self._session, worker=self._worker, topics=self._topics, view=self._view
+            session=self._session,
+            worker=self._worker,
+            topics=self._topics,
+            view=self._view,
+            endpoints=self.endpoints,
         )
-        self._hello_queued = self._send(dealer, encode(hello))
+        self._hello_queued = self._send(encode(hello))
 
     def _poll_ms(self) -> int:
         # Wake up in time to retry an unsent hello; otherwise 100 ms bounds how late the
@@ -410,19 +536,19 @@ class BusClient:
             return self._settings.hello_retry
         return self._settings.hello_unsent_retry
 
-    def _beat(self, dealer: zmq.Socket[bytes]) -> None:
+    def _beat(self) -> None:
         seqs = {self._channels[topic]: seq for topic, seq in self._seqs.items()}
         beat = Heartbeat(session=self._session, seqs=seqs, worker=self._worker)
-        self._send(dealer, encode(beat))
+        self._send(encode(beat))
 
-    def _send_results(self, dealer: zmq.Socket[bytes]) -> None:
+    def _send_results(self) -> None:
         for result in self._outbox.drain():
-            if not self._send(dealer, encode(result)):
+            if not self._send(encode(result)):
                 self._fail(result.id, "no manager connected")
 
-    def _send(self, dealer: zmq.Socket[bytes], payload: bytes) -> bool:
+    def _send(self, payload: bytes) -> bool:
         try:
-            dealer.send(payload, zmq.NOBLOCK)
+            self._dealer.send(payload, zmq.NOBLOCK)
         except zmq.Again:
             return False
         return True
