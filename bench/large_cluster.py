@@ -85,6 +85,7 @@ from pyccm.demo import (
     simulators,
 )
 from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.logs import parse_time
 from pyccm.protocol.views import Node, Service
 from pyccm.workers.service.policy import is_backend
 from tests.e2e.conftest import Cloud, supervisorctl, wait_for
@@ -551,8 +552,8 @@ def milestones(world: World, *, since: float) -> dict[str, float]:
     for line in log.splitlines():
         for key, words in (("leader", "became leader"), ("caches synced", "caches synced")):
             if words in line:
-                stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
-                at = stamp + int(line[20:23]) / 1000 - since
+                # A text log line starts with its RFC 3339 UTC time (pyccm.logs).
+                at = parse_time(line.split(" ", 1)[0]) - since
                 if at >= 0:
                     found.setdefault(key, at)
     return found

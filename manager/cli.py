@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
+from pyccm.logs import add_log_format_flag, configure
 from pyccm.protocol.addresses import (
     add_advertise_flag,
     add_bus_flags,
@@ -33,15 +33,59 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--service-shards", type=int, default=1, help="service worker processes (default 1)"
     )
-    parser.add_argument("--kube-api-qps", type=float, default=20.0)
-    parser.add_argument("--kube-api-burst", type=int, default=30)
-    parser.add_argument("--leader-elect", default="true", choices=("true", "false"))
-    parser.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
-    parser.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
-    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0)
-    parser.add_argument("--leader-elect-resource-name", default="cloud-controller-manager")
-    parser.add_argument("--leader-elect-resource-namespace", default="kube-system")
-    parser.add_argument("--bind-address", default="127.0.0.1")
+    parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=20.0,
+        help="requests per second to the API server (default %(default)s, upstream's)",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=30,
+        help="requests allowed at once above --kube-api-qps (default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        default="true",
+        choices=("true", "false"),
+        help="hold the Lease before working, so that only one replica works (default true)",
+    )
+    parser.add_argument(
+        "--leader-elect-lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a standby waits after the last renewal before it takes the Lease "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-elect-renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps trying to renew before it gives up and exits "
+        "(default %(default)s; less than the lease duration)",
+    )
+    parser.add_argument(
+        "--leader-elect-retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between attempts to acquire or renew the Lease (default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-elect-resource-name",
+        default="cloud-controller-manager",
+        help="name of the Lease (default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-elect-resource-namespace",
+        default="kube-system",
+        help="namespace of the Lease (default %(default)s)",
+    )
+    parser.add_argument(
+        "--bind-address",
+        default="127.0.0.1",
+        help="address --secure-port listens on (default %(default)s)",
+    )
     parser.add_argument(
         "--secure-port",
         type=int,
@@ -50,6 +94,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_bus_flags(parser)
     add_advertise_flag(parser)
+    add_log_format_flag(parser)
     parser.set_defaults(run=run)
 
 
@@ -69,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from pyccm.manager.bus import BusSettings
     from pyccm.manager.election import ElectionSettings
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s manager %(levelname)s %(name)s: %(message)s"
-    )
+    configure(process="manager", log_format=args.log_format)
     try:
         controllers = parse_controllers(args.controllers)
         election = ElectionSettings(

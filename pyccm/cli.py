@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from typing import Any, NoReturn
 
 from pyccm import __version__, demo
 from pyccm.manager import cli as manager_cli
+from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
+from pyccm.protocol import keys as keys_cli
 from pyccm.sim import cli as sim_cli
 from pyccm.workers import cli as worker_cli
 
@@ -30,17 +35,84 @@ Start here:
 """
 
 
+# The distributions whose versions explain a bug report: the cloud and Kubernetes clients,
+# the bus (pyzmq, and libzmq below it), the wire format, the metrics and the supervisor.
+LIBRARIES = (
+    "openstacksdk",
+    "keystoneauth1",
+    "kubernetes",
+    "pyzmq",
+    "msgspec",
+    "prometheus-client",
+    "supervisor",
+)
+
+
+def version_report() -> str:
+    """`pyccm --version`: pyccm's version, the registered providers and, one per line,
+    `NAME VERSION` of Python and of the libraries that matter."""
+    registered = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    lines = [f"pyccm {__version__}"]
+    lines += [f"provider {name} {target}" for name, target in sorted(registered.items())]
+    lines += [
+        f"provider {name} {target} (built in; no {ENTRY_POINT_GROUP} entry point)"
+        for name, target in sorted(BUILTIN_PROVIDERS.items())
+        if name not in registered
+    ]
+    lines.append(f"python {platform.python_version()} ({platform.python_implementation()})")
+    for library in LIBRARIES:
+        lines.append(f"{library} {_installed(library)}")
+        if library == "pyzmq":
+            lines.append(f"libzmq {_libzmq()}")
+    return "\n".join(lines)
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _libzmq() -> str:
+    try:
+        import zmq
+    except ImportError:
+        return "not installed"
+    return str(zmq.zmq_version())
+
+
+class VersionAction(argparse.Action):
+    """Like argparse's "version" action, but the report is built only when asked for:
+    it imports zmq, which `pyccm --help` should not pay for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        print(version_report())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pyccm",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"pyccm {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument(
+        "--version",
+        action=VersionAction,
+        help="print the version, the registered cloud providers and the versions of Python "
+        "and the libraries that matter, one per line, and exit",
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, help="what to run (one of the below)"
+    )
     demo.register(commands)
     manager_cli.register(commands)
     worker_cli.register(commands)
+    keys_cli.register(commands)
     sim_cli.register(commands)
     return parser
 

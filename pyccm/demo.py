@@ -32,6 +32,8 @@ from typing import Any
 
 import msgspec
 
+from pyccm.logs import ENV as LOG_FORMAT_ENV
+from pyccm.logs import add_log_format_flag
 from pyccm.protocol.views import Node, Service
 from pyccm.sim.scenario import CLUSTER_CIDR
 
@@ -89,6 +91,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--keep", action="store_true", help="keep running (and the temp dir) after converging"
     )
+    add_log_format_flag(parser)
     parser.set_defaults(run=run)
 
 
@@ -102,6 +105,8 @@ class World:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The simulators and the whole tree inherit the format (their logs are in the temp dir).
+    os.environ[LOG_FORMAT_ENV] = args.log_format
     workdir = Path(tempfile.mkdtemp(prefix="pyccm-demo-"))
     with ExitStack() as stack:
         world = stack.enter_context(

@@ -14,6 +14,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run a simulator (Kubernetes API or OpenStack) on loopback",
         description="Run one of the simulators the demo, tests and benchmarks use.",
     )
-    simulators = parser.add_subparsers(dest="simulator", metavar="SIMULATOR", required=True)
+    simulators = parser.add_subparsers(
+        dest="simulator", metavar="SIMULATOR", required=True, help="which simulator to run"
+    )
     kube_cli.register(simulators)
     openstack_cli.register(simulators)

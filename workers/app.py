@@ -13,6 +13,7 @@ from types import FrameType
 
 from prometheus_client import Gauge
 
+from pyccm.logs import configure
 from pyccm.protocol.addresses import client_curve, resolve
 from pyccm.protocol.controllers import canonical
 from pyccm.protocol.messages import SessionId
@@ -98,11 +99,19 @@ def build_controller(
     raise ConfigError(f"unknown controller {name!r}")
 
 
+def process_name(name: str, args: argparse.Namespace) -> str:
+    """The worker's name in its log lines: its bus name (`service-1` for shard 1 of n)."""
+    if name != "service":
+        return name
+    try:
+        return name + Shard.parse(args.shard).suffix
+    except ValueError:
+        return name  # the bad flag is reported once the controller is built
+
+
 def main(args: argparse.Namespace) -> int:
     name = canonical(args.controller)
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s"
-    )
+    configure(process=process_name(name, args), log_format=args.log_format)
     try:
         cloud = create_cloud(
             args.cloud_provider,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pyccm.logs import add_log_format_flag
 from pyccm.protocol.addresses import add_bus_flags
 from pyccm.protocol.controllers import CONTROLLERS, WORKER_ALIASES
 from pyccm.protocol.durations import duration_flag
@@ -28,11 +29,30 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--cloud-config", default="", help="provider configuration file (cloud.conf)"
     )
-    parser.add_argument("--cluster-name", default="kubernetes")
-    parser.add_argument("--cloud-api-qps", type=float, default=20.0)
-    parser.add_argument("--cloud-api-burst", type=int, default=40)
+    parser.add_argument(
+        "--cluster-name",
+        default="kubernetes",
+        help="the cluster's name in the names of its cloud resources (default %(default)s)",
+    )
+    parser.add_argument(
+        "--cloud-api-qps",
+        type=float,
+        default=20.0,
+        help="cloud API calls per second this process may make (default %(default)s)",
+    )
+    parser.add_argument(
+        "--cloud-api-burst",
+        type=int,
+        default=40,
+        help="cloud API calls allowed at once above --cloud-api-qps (default %(default)s)",
+    )
     node = parser.add_argument_group("cloud-node and cloud-node-lifecycle")
-    node.add_argument("--concurrent-node-syncs", type=int, default=1)
+    node.add_argument(
+        "--concurrent-node-syncs",
+        type=int,
+        default=1,
+        help="nodes initialized or updated at once (default %(default)s)",
+    )
     node.add_argument(
         "--node-status-update-frequency", type=duration_flag, default=300.0, help=DURATION
     )
@@ -62,7 +82,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     route.add_argument(
         "--cluster-cidr", default="", help="pod CIDR(s), comma-separated, one per IP family"
     )
-    route.add_argument("--configure-cloud-routes", default="true", choices=("true", "false"))
+    route.add_argument(
+        "--configure-cloud-routes",
+        default="true",
+        choices=("true", "false"),
+        help="program the nodes' pod CIDRs as routes on the router (default true)",
+    )
     route.add_argument(
         "--route-reconciliation-period",
         type=duration_flag,
@@ -74,6 +99,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--kubeconfig", default="", help="with --standalone (default: in-cluster)")
     add_bus_flags(parser)
+    add_log_format_flag(parser)
     parser.set_defaults(run=run)
 
 

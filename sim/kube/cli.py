@@ -10,8 +10,11 @@ SIGTERM or SIGINT. A bad flag or unreadable file is a one-line error and exit co
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
+
+from pyccm.logs import add_log_format_flag, configure
 
 _VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 
@@ -84,6 +87,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="serve HTTPS with a self-signed certificate written into the kubeconfig "
         "(kubectl sends bearer tokens only over TLS)",
     )
+    add_log_format_flag(parser)
     parser.set_defaults(run=run)
 
 
@@ -104,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     from pyccm.sim.kube.runtime import serve_until_signalled
     from pyccm.sim.kube.settings import Faults, SimSettings
 
+    # Warnings and errors only, as before: the simulator logs no access lines.
+    configure(process="sim-kube", log_format=args.log_format, level=logging.WARNING)
     try:
         tokens = parse_token_file(args.token_file.read_text()) if args.token_file else []
         for path in args.rbac:

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pyccm.logs import add_log_format_flag
 from pyccm.sim.openstack.settings import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 READY_PREFIX = "pyccm sim openstack: ready at "
@@ -75,12 +76,25 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="write clouds.yaml, cloud.conf and openstack-sim.json into DIR",
     )
     parser.add_argument("--random-seed", type=int, default=0, help="seed for ids and random faults")
-    parser.add_argument("--token-ttl", type=float, default=3600.0, metavar="SECONDS")
+    parser.add_argument(
+        "--token-ttl",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="lifetime of the Keystone tokens it issues (default 3600)",
+    )
     knobs = parser.add_argument_group(
         "fault knobs (also settable at run time via PATCH /_sim/knobs)"
     )
-    knobs.add_argument("--latency-ms", type=float, default=0.0)
-    knobs.add_argument("--latency-jitter-ms", type=float, default=0.0)
+    knobs.add_argument(
+        "--latency-ms", type=float, default=0.0, help="milliseconds added to every answer"
+    )
+    knobs.add_argument(
+        "--latency-jitter-ms",
+        type=float,
+        default=0.0,
+        help="up to this many milliseconds more, at random",
+    )
     knobs.add_argument(
         "--error-rate",
         type=_error_rate,
@@ -105,7 +119,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     knobs.add_argument("--octavia-version", default="2.27", help="top of the Octavia version list")
     knobs.add_argument("--nova-microversion", default="2.1", help="Nova's maximum microversion")
-    knobs.add_argument("--lb-quota", type=int, default=None, metavar="N")
+    knobs.add_argument(
+        "--lb-quota",
+        type=int,
+        default=None,
+        metavar="N",
+        help="load balancers a project may have (Octavia's quota; default unlimited)",
+    )
     knobs.add_argument(
         "--force-error-lbs",
         type=int,
@@ -148,6 +168,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             help=f"most rows in one {service.capitalize()} list answer (default 1000; 0 = no cap)",
         )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    add_log_format_flag(parser)
     parser.set_defaults(run=run)
 
 

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 
+from pyccm.logs import configure
 from pyccm.sim.openstack.cli import READY_PREFIX, knob_values
 from pyccm.sim.openstack.seed import SeedSpec
 from pyccm.sim.openstack.server import Ready, serve
@@ -15,9 +16,10 @@ from pyccm.sim.openstack.settings import Knobs, SimSettings
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(
+    configure(
+        process="sim-openstack",
+        log_format=args.log_format,
         level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     knobs = Knobs()
     try:

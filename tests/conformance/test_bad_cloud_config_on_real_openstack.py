@@ -9,7 +9,6 @@ import itertools
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,14 @@ from typing import Any
 import pytest
 
 from pyccm.demo import child
+from pyccm.logs import parse_time
 from tests.conformance.realcloud import TENANT, RealCloud, stop_process
 from tests.e2e.conftest import Kube, wait_for
 
 pytestmark = pytest.mark.conformance
 
-FAILED_LINE = re.compile(r"^(\S+ \S+) .*sync of default/svc-00000 failed: (.*)$", re.M)
+# A text log line: `TIME PROCESS LEVEL LOGGER: MSG`, the time in RFC 3339 UTC (pyccm.logs).
+FAILED_LINE = re.compile(r"^(\S+) .*sync of default/svc-00000 failed: (.*)$", re.M)
 WRONG_PASSWORD = "not-the-password-4711"
 
 
@@ -47,8 +48,7 @@ def worker(kubeconfig: Path, cloud_conf: Path, log: Path) -> subprocess.Popen[by
 def failures(log: Path) -> list[tuple[float, str]]:
     found = []
     for stamp, message in FAILED_LINE.findall(log.read_text(errors="replace")):
-        seconds = time.mktime(time.strptime(stamp.split(",")[0], "%Y-%m-%d %H:%M:%S"))
-        found.append((seconds + int(stamp.split(",")[1]) / 1000, message))
+        found.append((parse_time(stamp), message))
     return found
 
 
