@@ -10,13 +10,17 @@ RBAC is off unless manifests are loaded; then ClusterRoles, Roles, ClusterRoleBi
 and RoleBindings from YAML decide, with upstream's rule matching (apiGroups, resources
 with `/subresource`, verbs, resourceNames, `*` wildcards, namespaces by binding), and a
 denial is a 403 in the API server's words. `system:masters` is never denied, as upstream.
+Rules with `nonResourceURLs` (`/metrics`, a trailing `*` for a prefix) grant non-resource
+paths, only through ClusterRoleBindings, as upstream; SubjectAccessReviews ask about them.
+The bootstrap ClusterRoles a manifest may bind without defining (`system:auth-delegator`)
+exist from the start, as in a real cluster.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,7 @@ class Rule:
     resources: frozenset[str]
     verbs: frozenset[str]
     resource_names: frozenset[str]
+    non_resource_urls: frozenset[str] = frozenset()
 
     def allows(self, group: str, resource: str, verb: str, name: str) -> bool:
         return (
@@ -60,6 +65,13 @@ class Rule:
             and _resource_matches(self.resources, resource)
             and ("*" in self.verbs or verb in self.verbs)
             and (not self.resource_names or name in self.resource_names)
+        )
+
+    def allows_path(self, path: str, verb: str) -> bool:
+        """Upstream's NonResourceURLMatches: the exact path, or `prefix*` (`*`: any)."""
+        return ("*" in self.verbs or verb in self.verbs) and any(
+            url == path or (url.endswith("*") and path.startswith(url[:-1]))
+            for url in self.non_resource_urls
         )
 
 
@@ -89,12 +101,34 @@ class Request:
     name: str
 
 
+# kube-apiserver's bootstrap policy, the part a CCM's manifests bind: tokenreviews and
+# subjectaccessreviews create, for delegated authentication and authorization.
+BOOTSTRAP_CLUSTER_ROLES: tuple[dict[str, Any], ...] = (
+    {
+        "kind": "ClusterRole",
+        "metadata": {"name": "system:auth-delegator"},
+        "rules": [
+            {
+                "apiGroups": ["authentication.k8s.io"],
+                "resources": ["tokenreviews"],
+                "verbs": ["create"],
+            },
+            {
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["subjectaccessreviews"],
+                "verbs": ["create"],
+            },
+        ],
+    },
+)
+
+
 class Authorizer:
     def __init__(self, documents: Iterable[dict[str, Any]]) -> None:
         self.cluster_roles: dict[str, list[Rule]] = {}
         self.roles: dict[tuple[str, str], list[Rule]] = {}
         self.bindings: list[Binding] = []
-        for document in documents:
+        for document in (*BOOTSTRAP_CLUSTER_ROLES, *documents):
             self._load(document)
 
     @classmethod
@@ -118,19 +152,34 @@ class Authorizer:
             namespace = meta.get("namespace", "default") if kind == "RoleBinding" else None
             self.bindings.append(_binding(document, namespace))
 
-    def allows(self, request: Request) -> bool:
-        groups = effective_groups(request.user)
+    def allows(self, request: Request, groups: frozenset[str] | None = None) -> bool:
+        """`groups` as given (a SubjectAccessReview's), else the token user's."""
+        return self._granted(
+            request.user.name,
+            effective_groups(request.user) if groups is None else groups,
+            request.namespace,
+            lambda rule: rule.allows(request.group, request.resource, request.verb, request.name),
+        )
+
+    def allows_path(self, user: str, groups: frozenset[str], path: str, verb: str) -> bool:
+        """A non-resource request: only ClusterRoleBindings grant those."""
+        return self._granted(user, groups, None, lambda rule: rule.allows_path(path, verb))
+
+    def _granted(
+        self,
+        user: str,
+        groups: frozenset[str],
+        namespace: str | None,
+        matches: Callable[[Rule], bool],
+    ) -> bool:
         if "system:masters" in groups:
             return True
         for binding in self.bindings:
-            if not (request.user.name in binding.users or groups & binding.groups):
+            if not (user in binding.users or groups & binding.groups):
                 continue
-            if binding.namespace is not None and binding.namespace != request.namespace:
+            if binding.namespace is not None and binding.namespace != namespace:
                 continue
-            if any(
-                rule.allows(request.group, request.resource, request.verb, request.name)
-                for rule in self._rules_of(binding)
-            ):
+            if any(matches(rule) for rule in self._rules_of(binding)):
                 return True
         return False
 
@@ -169,6 +218,7 @@ def _rules(document: dict[str, Any]) -> list[Rule]:
             resources=frozenset(rule.get("resources") or []),
             verbs=frozenset(rule.get("verbs") or []),
             resource_names=frozenset(rule.get("resourceNames") or []),
+            non_resource_urls=frozenset(rule.get("nonResourceURLs") or []),
         )
         for rule in document.get("rules") or []
         if isinstance(rule, dict)

@@ -30,7 +30,7 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from pyccm.sim.kube import errors, resources
+from pyccm.sim.kube import errors, resources, reviews
 from pyccm.sim.kube.api import (
     PATCH_TYPES,
     KubeApi,
@@ -204,6 +204,8 @@ class KubeSim:
         user = self.authenticate(request)
         record["user"] = user.name
         self._throttle()
+        if path in reviews.PATHS:
+            return await reviews.serve(self, request, path, user, record)
         discovery = self._discovery(path, request)
         if discovery is not None:
             return discovery
