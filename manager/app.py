@@ -20,10 +20,13 @@ from types import FrameType
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.informer import NODES, SERVICES, Informer
+from pyccm.kubeapi.reviews import Reviews
 from pyccm.kubeapi.writer import Writer
+from pyccm.manager.access import AccessSettings, Gate
 from pyccm.manager.bus import BusServer, BusSettings, WorkerIdentity
 from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.manager.http import Checks, HttpServer
+from pyccm.manager.serving import ServingSettings
 from pyccm.manager.store import Cache
 from pyccm.protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
 
@@ -36,17 +39,22 @@ class ManagerSettings:
     bus: BusSettings
     election: ElectionSettings = field(default_factory=ElectionSettings)
     leader_elect: bool = True
-    # Upstream's --bind-address default is 0.0.0.0; ours is loopback until TLS and
-    # delegated auth exist (SPEC "http").
-    bind_address: str = "127.0.0.1"
-    # Upstream's --secure-port; 0 disables serving.
-    port: int = 10258
+    # The HTTPS port (--secure-port 0: none) and who may read it.
+    serving: ServingSettings = field(default_factory=ServingSettings)
+    access: AccessSettings = field(default_factory=AccessSettings)
     # Workers /healthz expects (one check each).
     expected_workers: tuple[str, ...] = ()
     # Parallel writes to the API (each also waits for the QPS bucket).
     writer_threads: int = 8
     # A worker silent for 3 heartbeats is unhealthy (DESIGN §2).
     worker_silence: float = 3.0
+
+
+def review_client_settings(settings: ManagerSettings) -> KubeSettings:
+    """The reviews' own client, with the manager's credentials: upstream gives delegated
+    auth its own, with QPS 200 and burst 400, so a burst of scrapes never waits behind (or
+    starves) the writer's bucket."""
+    return replace(settings.kube, qps=200.0, burst=400)
 
 
 class Manager:
@@ -80,11 +88,12 @@ class Manager:
             on_started=self._lead,
             on_lost=self._lost,
         )
-        self._http = (
-            HttpServer(address=settings.bind_address, port=settings.port, checks=self._checks())
-            if settings.port
-            else None
-        )
+        self._reviews: Reviews | None = None
+        self._http: HttpServer | None = None
+        if settings.serving.port:
+            self._reviews = Reviews(client=KubeClient(settings=review_client_settings(settings)))
+            gate = Gate(settings=settings.access, reviewer=self._reviews)
+            self._http = HttpServer(serving=settings.serving, checks=self._checks(), gate=gate)
         self._done = threading.Event()
         # Set when this manager starts letting its Lease go (SIGTERM) or has lost it: from
         # then on its writer sends nothing, so two managers never write at once.
@@ -114,6 +123,8 @@ class Manager:
         self.bus.stop()
         if self._http:
             self._http.stop()
+        if self._reviews:
+            self._reviews.close()
         return self.exit_code
 
     # --- leadership -------------------------------------------------------------------

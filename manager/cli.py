@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from pyccm.logs import add_log_format_flag, configure
+from pyccm.manager.access import AccessSettings
+from pyccm.manager.serving import ServingSettings
 from pyccm.protocol.addresses import (
     add_advertise_flag,
     add_bus_flags,
@@ -13,6 +15,7 @@ from pyccm.protocol.addresses import (
     server_curve,
 )
 from pyccm.protocol.controllers import parse_controllers
+from pyccm.protocol.durations import duration_flag
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,21 +84,109 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="kube-system",
         help="namespace of the Lease (default %(default)s)",
     )
-    parser.add_argument(
-        "--bind-address",
-        default="127.0.0.1",
-        help="address --secure-port listens on (default %(default)s)",
-    )
-    parser.add_argument(
-        "--secure-port",
-        type=int,
-        default=10258,
-        help="HTTP port for /healthz, /readyz, /metrics (0: off)",
-    )
+    add_serving_flags(parser)
     add_bus_flags(parser)
     add_advertise_flag(parser)
     add_log_format_flag(parser)
     parser.set_defaults(run=run)
+
+
+def add_serving_flags(parser: argparse.ArgumentParser) -> None:
+    """Upstream's secure serving, delegated authentication and authorization flags."""
+    group = parser.add_argument_group(
+        "secure serving (HTTPS for /healthz, /livez, /readyz, /metrics)"
+    )
+    group.add_argument(
+        "--bind-address",
+        default="127.0.0.1",
+        help="address of the secure port (default %(default)s; upstream's is 0.0.0.0)",
+    )
+    group.add_argument(
+        "--secure-port",
+        type=int,
+        default=10258,
+        help="HTTPS port for /healthz, /livez, /readyz, /metrics (default %(default)s; 0: off)",
+    )
+    group.add_argument(
+        "--tls-cert-file", default="", help="serving certificate (PEM; with its chain)"
+    )
+    group.add_argument(
+        "--tls-private-key-file", default="", help="the key of --tls-cert-file (PEM)"
+    )
+    group.add_argument(
+        "--cert-dir",
+        default="",
+        help="without --tls-cert-file: where the self-signed pair cloud-controller-manager.crt/"
+        ".key is kept (reused if present, else generated); empty: generated in memory",
+    )
+    group.add_argument(
+        "--tls-min-version",
+        default="",
+        help="VersionTLS10 .. VersionTLS13 (default: TLS 1.2)",
+    )
+    group.add_argument(
+        "--tls-cipher-suites",
+        type=_names,
+        default=(),
+        help="comma-separated TLS 1.2 suites by Go's names (default: OpenSSL's)",
+    )
+    group.add_argument(
+        "--client-ca-file",
+        default="",
+        help="CA of client certificates to accept (user: CN, groups: O); empty: tokens only",
+    )
+    group.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        type=duration_flag,
+        default=10.0,
+        help="how long a TokenReview's answer is kept (default 10s)",
+    )
+    group.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        type=duration_flag,
+        default=10.0,
+        help="how long an 'allowed' SubjectAccessReview is kept (default 10s)",
+    )
+    group.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        type=duration_flag,
+        default=10.0,
+        help="how long a 'denied' SubjectAccessReview is kept (default 10s)",
+    )
+    group.add_argument(
+        "--authorization-always-allow-paths",
+        type=_names,
+        default=("/healthz", "/readyz", "/livez"),
+        help="paths served without any credentials; a trailing * matches a prefix "
+        "(default /healthz,/readyz,/livez)",
+    )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def serving_settings(args: argparse.Namespace) -> tuple[ServingSettings, AccessSettings]:
+    """The serving and access settings from the flags; ValueError names a bad flag."""
+    serving = ServingSettings(
+        bind_address=args.bind_address,
+        port=args.secure_port,
+        cert_file=args.tls_cert_file,
+        key_file=args.tls_private_key_file,
+        cert_dir=args.cert_dir,
+        min_tls_version=args.tls_min_version,
+        cipher_suites=args.tls_cipher_suites,
+        client_ca_file=args.client_ca_file,
+    )
+    access = AccessSettings(
+        always_allow_paths=args.authorization_always_allow_paths,
+        token_ttl=args.authentication_token_webhook_cache_ttl,
+        authorized_ttl=args.authorization_webhook_cache_authorized_ttl,
+        unauthorized_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+    )
+    serving.validate()
+    access.validate()
+    return serving, access
 
 
 def expected_workers(controllers: tuple[str, ...], shards: int) -> tuple[str, ...]:
@@ -125,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
             retry_period=args.leader_elect_retry_period,
         )
         election.validate()
+        serving, access = serving_settings(args)
     except ValueError as error:
         print(f"pyccm manager: {error}")
         return 2
@@ -141,8 +233,16 @@ def run(args: argparse.Namespace) -> int:
         ),
         election=election,
         leader_elect=args.leader_elect == "true",
-        bind_address=args.bind_address,
-        port=args.secure_port,
+        serving=serving,
+        access=access,
         expected_workers=expected_workers(controllers, args.service_shards),
     )
-    return Manager(settings=settings).run()
+    try:
+        manager = Manager(settings=settings)
+    except ValueError as error:  # a serving certificate or key that does not load
+        print(f"pyccm manager: {error}")
+        return 2
+    except OSError as error:  # the secure port is taken, or the address is not ours
+        print(f"pyccm manager: cannot serve on {args.bind_address}:{args.secure_port}: {error}")
+        return 1
+    return manager.run()

@@ -17,8 +17,8 @@ from typing import Any, NoReturn
 
 from pyccm import __version__, demo
 from pyccm.manager import cli as manager_cli
-from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
 from pyccm.protocol import keys as keys_cli
+from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
 from pyccm.sim import cli as sim_cli
 from pyccm.workers import cli as worker_cli
 

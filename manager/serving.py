@@ -1,0 +1,214 @@
+"""The TLS side of `--secure-port`, as upstream's SecureServingOptions does it.
+
+The server certificate is `--tls-cert-file`/`--tls-private-key-file` when given. Otherwise
+it is the pair `<--cert-dir>/cloud-controller-manager.crt|.key`: reused when both files are
+readable, else generated self-signed and written there (key mode 0600). With neither files
+nor a directory the generated pair lives in memory only (upstream's CCM default). A
+generated certificate names `localhost`, 127.0.0.1, the host name and the bind address, and
+lives one year, as upstream's.
+
+`--client-ca-file` turns on client-certificate authentication: a certificate signed by that
+CA is the user in its CN, in the groups in its O fields (upstream's x509 authenticator).
+`--tls-min-version` and `--tls-cipher-suites` take upstream's names; TLS 1.3 suites cannot
+be restricted (in Go neither), so they are accepted and change nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import logging
+import os
+import shutil
+import socket
+import ssl
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+log = logging.getLogger(__name__)
+
+# Upstream names the generated pair after the component.
+PAIR_NAME = "cloud-controller-manager"
+
+TLS_VERSIONS = {
+    "VersionTLS10": ssl.TLSVersion.TLSv1,
+    "VersionTLS11": ssl.TLSVersion.TLSv1_1,
+    "VersionTLS12": ssl.TLSVersion.TLSv1_2,
+    "VersionTLS13": ssl.TLSVersion.TLSv1_3,
+}
+# Go's names of the TLS 1.2 suites it calls secure, to OpenSSL's names.
+TLS12_SUITES = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+}
+TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    # Upstream's default is 0.0.0.0; ours stays loopback (SPEC "http") so that a manager
+    # started by hand exposes nothing; the manifests set 0.0.0.0.
+    bind_address: str = "127.0.0.1"
+    # Upstream's --secure-port (CloudControllerManagerPort); 0 serves nothing.
+    port: int = 10258
+    cert_file: str = ""
+    key_file: str = ""
+    # Empty: a generated pair stays in memory (upstream's CCM default).
+    cert_dir: str = ""
+    # Empty: Python's (OpenSSL's) default minimum, TLS 1.2.
+    min_tls_version: str = ""
+    # Empty: OpenSSL's defaults.
+    cipher_suites: tuple[str, ...] = ()
+    # Empty: no client-certificate authentication, bearer tokens only.
+    client_ca_file: str = ""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the flag when a value cannot work."""
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+        if self.min_tls_version and self.min_tls_version not in TLS_VERSIONS:
+            raise ValueError(
+                f"--tls-min-version: unknown version {self.min_tls_version!r} "
+                f"(one of {', '.join(TLS_VERSIONS)})"
+            )
+        for suite in self.cipher_suites:
+            if suite not in TLS12_SUITES and suite not in TLS13_SUITES:
+                raise ValueError(
+                    f"--tls-cipher-suites: unsupported suite {suite!r} "
+                    f"(one of {', '.join([*TLS12_SUITES, *TLS13_SUITES])})"
+                )
+        for flag, path in (
+            ("--tls-cert-file", self.cert_file),
+            ("--tls-private-key-file", self.key_file),
+            ("--client-ca-file", self.client_ca_file),
+        ):
+            if path and not os.access(path, os.R_OK):
+                raise ValueError(f"{flag}: cannot read {path}")
+
+
+def server_context(settings: ServingSettings) -> ssl.SSLContext:
+    """The TLS context of the secure port. Raises ValueError for a pair that does not load."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    if settings.min_tls_version:
+        context.minimum_version = TLS_VERSIONS[settings.min_tls_version]
+    suites = [TLS12_SUITES[s] for s in settings.cipher_suites if s in TLS12_SUITES]
+    if suites:
+        context.set_ciphers(":".join(suites))
+    try:
+        _load_pair(context, settings)
+        if settings.client_ca_file:
+            context.load_verify_locations(cafile=settings.client_ca_file)
+            context.verify_mode = ssl.CERT_OPTIONAL
+    except (ssl.SSLError, OSError) as error:
+        raise ValueError(f"the serving certificate: {error}") from error
+    return context
+
+
+def _load_pair(context: ssl.SSLContext, settings: ServingSettings) -> None:
+    if settings.cert_file:
+        context.load_cert_chain(settings.cert_file, settings.key_file)
+        return
+    if settings.cert_dir:
+        directory = Path(settings.cert_dir)
+        cert, key = directory / f"{PAIR_NAME}.crt", directory / f"{PAIR_NAME}.key"
+        if not (os.access(cert, os.R_OK) and os.access(key, os.R_OK)):
+            write_pair(directory, *self_signed(settings.bind_address))
+            log.info("generated a self-signed certificate (%s, %s)", cert, key)
+        context.load_cert_chain(cert, key)
+        return
+    # Python loads a certificate only from files: a private directory that lives for the
+    # length of this call.
+    scratch = Path(tempfile.mkdtemp(prefix="pyccm-serving-"))
+    try:
+        write_pair(scratch, *self_signed(settings.bind_address))
+        context.load_cert_chain(scratch / f"{PAIR_NAME}.crt", scratch / f"{PAIR_NAME}.key")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log.info("generated a self-signed certificate in memory")
+
+
+def write_pair(directory: Path, cert_pem: bytes, key_pem: bytes) -> None:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = directory / f"{PAIR_NAME}.key"
+    # The key is created 0600 before a byte of it is written.
+    descriptor = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(key_pem)
+    (directory / f"{PAIR_NAME}.crt").write_bytes(cert_pem)
+
+
+def self_signed(bind_address: str) -> tuple[bytes, bytes]:
+    """A one-year self-signed certificate and its key, PEM (upstream's alternate names)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"localhost@{int(now.timestamp())}")])
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.SubjectAlternativeName(_alternative_names(bind_address)), False)
+        # A CA of itself, so a client can trust exactly this certificate (--cacert).
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .sign(key, hashes.SHA256())
+    )
+    return (
+        certificate.public_bytes(serialization.Encoding.PEM),
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+
+
+def _alternative_names(bind_address: str) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    hostname = socket.gethostname()
+    if hostname and hostname != "localhost":
+        names.append(x509.DNSName(hostname))
+    try:
+        address = ipaddress.ip_address(bind_address)
+    except ValueError:
+        return names
+    if not address.is_unspecified and str(address) != "127.0.0.1":
+        names.append(x509.IPAddress(address))
+    return names
+
+
+def peer_identity(certificate: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
+    """(user, groups) of a verified client certificate (CN, O fields), as upstream's
+    CommonNameUserConversion; None without one."""
+    if not certificate:
+        return None
+    user, groups = "", []
+    for rdn in certificate.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                user = value
+            elif key == "organizationName":
+                groups.append(value)
+    return (user, tuple(groups)) if user else None

@@ -1,0 +1,236 @@
+"""The TLS side of the secure port: which certificate it presents, the TLS versions and
+suites it accepts, and client certificates as a way to authenticate."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pyccm.manager.serving import ServingSettings
+from pyccm.sim.kube.testing import KubeSimHandle
+from tests.manager_http.conftest import (
+    CERT_READER,
+    PAIR,
+    READER_TOKEN,
+    der_of,
+    fetch,
+    mark,
+    peer_certificate,
+    reviews,
+    serving,
+    trusting,
+)
+
+Key = ec.EllipticCurvePrivateKey
+
+
+def _pem_key(key: Key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _certificate(
+    subject: x509.Name,
+    key: Key,
+    issuer: tuple[x509.Name, Key] | None,
+    *,
+    ca: bool,
+    usage: x509.ObjectIdentifier | None = None,
+    names: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    issuer_name, issuer_key = issuer or (subject, key)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if usage is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _name(common_name: str, *organizations: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
+        ]
+    )
+
+
+def issue_pair(directory: Path, *, common_name: str) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate it signed for localhost and 127.0.0.1: the files
+    (ca.crt, server.crt, server.key) an operator would mount."""
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name(f"{common_name}-ca")
+    ca = _certificate(ca_name, ca_key, None, ca=True)
+    names: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    server = _certificate(
+        _name(common_name),
+        key,
+        (ca_name, ca_key),
+        ca=False,
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        names=names,
+    )
+    paths = directory / "ca.crt", directory / "server.crt", directory / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(_pem_key(key))
+    return paths
+
+
+def issue_client(
+    directory: Path, ca_files: tuple[Path, Path] | None, user: str, *groups: str
+) -> tuple[Path, Path]:
+    """A client certificate for `user` in `groups`, signed by the CA in `ca_files` (cert,
+    key), or self-signed when None."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    issuer = None
+    if ca_files is not None:
+        ca = x509.load_pem_x509_certificate(ca_files[0].read_bytes())
+        ca_key = serialization.load_pem_private_key(ca_files[1].read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        issuer = (ca.subject, ca_key)
+    certificate = _certificate(
+        _name(user, *groups), key, issuer, ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH
+    )
+    cert, key_file = directory / f"{user}.crt", directory / f"{user}.key"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(_pem_key(key))
+    return cert, key_file
+
+
+def client_ca(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate(_name("clients-ca"), key, None, ca=True)
+    paths = directory / "clients-ca.crt", directory / "clients-ca.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(_pem_key(key))
+    return paths
+
+
+def test_a_pair_already_in_cert_dir_is_reused(ccm_kubeconfig: Path, tmp_path: Path) -> None:
+    _, cert, key = issue_pair(tmp_path, common_name="kept")
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / f"{PAIR}.crt").write_bytes(cert.read_bytes())
+    (certs / f"{PAIR}.key").write_bytes(key.read_bytes())
+    with serving(ccm_kubeconfig, serving=ServingSettings(port=0, cert_dir=str(certs))) as server:
+        assert peer_certificate(server.port) == der_of(cert)
+
+
+def test_without_files_or_a_directory_the_pair_lives_in_memory(
+    ccm_kubeconfig: Path, tmp_path: Path
+) -> None:
+    settings = ServingSettings(port=0)
+    with (
+        serving(ccm_kubeconfig, serving=settings) as first,
+        serving(ccm_kubeconfig, serving=settings) as second,
+    ):
+        # Each start makes its own; nothing is left on disk for the next.
+        presented = peer_certificate(first.port)
+        assert presented != peer_certificate(second.port)
+    names = x509.load_der_x509_certificate(presented).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert "localhost" in names.value.get_values_for_type(x509.DNSName)
+    assert ipaddress.ip_address("127.0.0.1") in names.value.get_values_for_type(x509.IPAddress)
+
+
+def _handshake(port: int, *, maximum: ssl.TLSVersion | None = None) -> tuple[str, str]:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if maximum is not None:
+        context.maximum_version = maximum
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        version, cipher = tls.version(), tls.cipher()
+    assert version is not None
+    assert cipher is not None
+    return version, cipher[0]
+
+
+def test_tls_min_version_refuses_older_clients(ccm_kubeconfig: Path) -> None:
+    settings = ServingSettings(port=0, min_tls_version="VersionTLS13")
+    with serving(ccm_kubeconfig, serving=settings) as server:
+        assert _handshake(server.port)[0] == "TLSv1.3"
+        with pytest.raises(ssl.SSLError):
+            _handshake(server.port, maximum=ssl.TLSVersion.TLSv1_2)
+
+
+def test_tls_cipher_suites_choose_the_tls12_suite(ccm_kubeconfig: Path) -> None:
+    settings = ServingSettings(
+        port=0, cipher_suites=("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256")
+    )
+    with serving(ccm_kubeconfig, serving=settings) as server:
+        assert _handshake(server.port, maximum=ssl.TLSVersion.TLSv1_2) == (
+            "TLSv1.2",
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        )
+
+
+def _with_client_cert(cafile: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    context = trusting(cafile)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def test_a_client_certificate_from_the_client_ca_authenticates_without_a_token_review(
+    ccm_kubeconfig: Path, kube: KubeSimHandle, tmp_path: Path
+) -> None:
+    ca_files = client_ca(tmp_path)
+    reader = issue_client(tmp_path, ca_files, CERT_READER, "monitoring")
+    stranger = issue_client(tmp_path, ca_files, "someone-else")
+    certs = tmp_path / "certs"
+    settings = ServingSettings(port=0, cert_dir=str(certs), client_ca_file=str(ca_files[0]))
+    with serving(ccm_kubeconfig, serving=settings) as server:
+        server_cert = certs / f"{PAIR}.crt"
+        since = mark(kube)
+        allowed = fetch(server.port, "/metrics", context=_with_client_cert(server_cert, *reader))
+        denied = fetch(server.port, "/metrics", context=_with_client_cert(server_cert, *stranger))
+        # Tokens still work beside certificates.
+        by_token = fetch(server.port, "/metrics", context=trusting(server_cert), token=READER_TOKEN)
+    assert (allowed.status, denied.status, by_token.status) == (200, 403, 200)
+    made = [r["resource"] for r in reviews(kube, since)]
+    assert made.count("tokenreviews") == 1  # the bearer token's, none for the certificates
+    assert made.count("subjectaccessreviews") == 3
+
+
+def test_a_client_certificate_from_another_ca_is_refused_at_the_handshake(
+    ccm_kubeconfig: Path, tmp_path: Path
+) -> None:
+    ca_files = client_ca(tmp_path)
+    outsider = issue_client(tmp_path, None, CERT_READER)
+    certs = tmp_path / "certs"
+    settings = ServingSettings(port=0, cert_dir=str(certs), client_ca_file=str(ca_files[0]))
+    with serving(ccm_kubeconfig, serving=settings) as server:
+        context = _with_client_cert(certs / f"{PAIR}.crt", *outsider)
+        with pytest.raises((ssl.SSLError, ConnectionResetError)):
+            fetch(server.port, "/metrics", context=context)
+        # The server is still there for everyone else.
+        assert fetch(server.port, "/healthz", context=trusting(certs / f"{PAIR}.crt")).status == 200
