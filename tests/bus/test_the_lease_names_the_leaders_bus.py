@@ -45,7 +45,7 @@ def elector(
     return Elector(client=client, settings=settings, on_started=lambda: None, on_lost=lambda: None)
 
 
-def annotations(kube: KubeSimHandle) -> dict[str, str]:
+def lease_annotations(kube: KubeSimHandle) -> dict[str, str]:
     lease = kube.get("leases", "cloud-controller-manager", "kube-system")
     assert lease is not None
     return dict(lease["metadata"].get("annotations") or {})
@@ -60,7 +60,7 @@ def test_the_leader_writes_its_bus_on_the_lease_and_a_standby_reads_it(
     standby = elector(kube, "b")
     standby.start()
     try:
-        assert annotations(kube)[BUS_ENDPOINTS_ANNOTATION] == ",".join(A_BUS)
+        assert lease_annotations(kube)[BUS_ENDPOINTS_ANNOTATION] == ",".join(A_BUS)
         eventually(lambda: standby.leader_bus() == A_BUS)
         # Someone else's annotation survives the renewals (a PUT writes back what it read).
         patch = {"metadata": {"annotations": {"example.com/owner": "platform"}}}
@@ -73,7 +73,7 @@ def test_the_leader_writes_its_bus_on_the_lease_and_a_standby_reads_it(
         )
         renewed = kube.resource_version
         eventually(lambda: kube.resource_version > renewed + 3)
-        assert annotations(kube) == {
+        assert lease_annotations(kube) == {
             BUS_ENDPOINTS_ANNOTATION: ",".join(A_BUS),
             "example.com/owner": "platform",
         }
@@ -93,10 +93,10 @@ def test_a_release_takes_the_bus_off_the_lease(kube: KubeSimHandle) -> None:
     successor.start()
     try:
         assert leader.release()
-        assert BUS_ENDPOINTS_ANNOTATION not in annotations(kube)
+        assert BUS_ENDPOINTS_ANNOTATION not in lease_annotations(kube)
         eventually(successor.leading.is_set)
         # The new holder advertises nothing, so nothing names the old leader's bus.
-        assert BUS_ENDPOINTS_ANNOTATION not in annotations(kube)
+        assert BUS_ENDPOINTS_ANNOTATION not in lease_annotations(kube)
         assert successor.leader_bus() is None
     finally:
         successor.stop()
@@ -115,6 +115,6 @@ def test_a_standby_stops_naming_a_leader_that_no_longer_renews(kube: KubeSimHand
         leader.stop()  # dead: no release, no more renewals
         eventually(lambda: standby.leader_bus() is None, timeout=5)
         assert not standby.leading.is_set()
-        assert annotations(kube)[BUS_ENDPOINTS_ANNOTATION] == ",".join(A_BUS)
+        assert lease_annotations(kube)[BUS_ENDPOINTS_ANNOTATION] == ",".join(A_BUS)
     finally:
         standby.stop()
