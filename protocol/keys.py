@@ -265,7 +265,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Make the CURVE keys the manager and tcp:// workers need (manager/BUS.md), "
         "add a worker key, or print them as Kubernetes Secrets.",
     )
-    actions = parser.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(
+        dest="keys_action", metavar="ACTION", required=True, help="what to do with the keys"
+    )
     generate_parser = actions.add_parser(
         "generate",
         help="a manager key pair and one key pair per worker, in DIR",
