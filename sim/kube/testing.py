@@ -20,7 +20,7 @@ handle is thread-safe: it runs on the server's loop and waits for the result.
 
 Knobs worth knowing: `kube.url`, `kube.token` (admin, group system:masters),
 `kube.kubeconfig_path` (a written kubeconfig with that token), `kube.add_token(token,
-user, groups)` for a second identity (with `rbac_files=(Path("deploy/rbac.yaml"),)` to
+user, groups)` for a second identity (with `rbac_files=(Path("deploy/base/rbac.yaml"),)` to
 test permissions as the CCM's ServiceAccount), `kube.requests()` (the request log:
 method, path, verb, user, code) and `kube.resource_version`.
 

@@ -3,7 +3,7 @@ identities, an HTTPS client that trusts exactly one certificate, and the simulat
 review log.
 
 Identities (static tokens, as a token file would give them):
-- the CCM's ServiceAccount, bound to `system:auth-delegator` by deploy/rbac.yaml; the
+- the CCM's ServiceAccount, bound to `system:auth-delegator` by deploy/base/rbac.yaml; the
   manager makes its reviews with this token, as in a cluster;
 - `monitoring/prometheus`, bound to a ClusterRole that may `get` the non-resource URL
   `/metrics` (what a scraper is given);
@@ -36,7 +36,7 @@ from pyccm.sim.kube.settings import User
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 REPO = Path(__file__).resolve().parents[2]
-RBAC = REPO / "deploy" / "rbac.yaml"
+RBAC = REPO / "deploy" / "base" / "rbac.yaml"
 PAIR = "cloud-controller-manager"
 
 CCM_USER = "system:serviceaccount:kube-system:cloud-controller-manager"

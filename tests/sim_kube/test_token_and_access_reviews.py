@@ -14,7 +14,7 @@ from pyccm.sim.kube.settings import User
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.sim_kube.conftest import Reply, http
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 CCM = "system:serviceaccount:kube-system:cloud-controller-manager"
@@ -194,7 +194,7 @@ def test_a_malformed_access_review_is_invalid(
 def test_the_ccm_service_account_may_create_reviews_and_nobody_else_may(
     guarded: KubeSimHandle,
 ) -> None:
-    # deploy/rbac.yaml binds system:auth-delegator, which the API server has from the start.
+    # deploy/base/rbac.yaml binds system:auth-delegator, which the API server has from the start.
     assert post(guarded, TOKEN_REVIEWS, token_review("x"), token="ccm-token").status == 201
     body = path_review("u", [], "/metrics")
     assert post(guarded, ACCESS_REVIEWS, body, token="ccm-token").status == 201

@@ -1,4 +1,4 @@
-"""Bearer tokens and, when loaded, RBAC from the CCM's own manifest (deploy/rbac.yaml)."""
+"""Bearer tokens and, when loaded, RBAC from the CCM's own manifest (deploy/base/rbac.yaml)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pyccm.sim.kube.settings import User
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.sim_kube.conftest import http
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 CCM_TOKEN = "ccm-token"
 NOBODY_TOKEN = "nobody-token"
 
