@@ -50,6 +50,9 @@ LOAD_BALANCER_ADDRESS = PREFIX + "load-balancer-address"
 
 # The reason pyccm uses for an annotation it could not use (upstream has none: it logs).
 INVALID_ANNOTATION = "LoadBalancerAnnotationInvalid"
+# An externalTrafficPolicy Local Service whose health monitor its annotation turned off
+# (upstream has none: its monitors are off unless asked for).
+NO_HEALTH_MONITOR = "LoadBalancerWithoutHealthMonitor"
 # What a few annotations must look like (Kubernetes' DNS-1123 subdomain, an OpenStack UUID,
 # Octavia's 255-character availability zone names, label keys and values).
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"

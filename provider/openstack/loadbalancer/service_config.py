@@ -247,12 +247,29 @@ def _timeouts(ann: a.Annotations, features: OctaviaFeatures) -> dict[str, int] |
 
 
 def _monitor(
-    service: Service, settings: LoadBalancerSettings, ann: a.Annotations, features: OctaviaFeatures
+    service: Service,
+    settings: LoadBalancerSettings,
+    ann: a.Annotations,
+    features: OctaviaFeatures,
+    events: a.Events,
 ) -> MonitorConfig | None:
-    if not ann.boolean(a.ENABLE_HEALTH_MONITOR, settings.create_monitor):
-        return None
     spec = service.spec
     local = spec.external_traffic_policy == "Local" and spec.health_check_node_port > 0
+    # Upstream creates a monitor only when asked to (the annotation, else `create-monitor`,
+    # false by default), so an ETP Local load balancer keeps sending traffic to nodes
+    # without an endpoint of the Service, which drop it (upstream #2866). Here such a
+    # Service gets one unless its own annotation says "false": `create-monitor` is a
+    # default for every Service, not a choice about this one.
+    if not ann.boolean(a.ENABLE_HEALTH_MONITOR, settings.create_monitor or local):
+        if local:
+            # Only the annotation "false" gets here (with `local`, anything else is on).
+            events.warn(
+                a.NO_HEALTH_MONITOR,
+                f"annotation {a.ENABLE_HEALTH_MONITOR}=false on a Service with "
+                "externalTrafficPolicy Local: without a health monitor, traffic will reach "
+                "nodes without local endpoints, which drop it",
+            )
+        return None
     http_allowed = settings.lb_provider != "ovn"
     if any(p.protocol == "UDP" for p in spec.ports):
         http_allowed = http_allowed and features.http_monitors_on_udp
@@ -379,7 +396,7 @@ class Resolver:
             flavor_id=ann.string(a.FLAVOR_ID, settings.flavor_id) if features.flavors else "",
             availability_zone=self._zone(ann, features, events),
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
-            monitor=_monitor(service, settings, ann, features),
+            monitor=_monitor(service, settings, ann, features, events),
             session_persistence=service.spec.session_affinity == "ClientIP",
             hostname=ann.matching(a.HOSTNAME, a.DNS_SUBDOMAIN, "is not a DNS name (RFC 1123)"),
             hostname_suffix=(
