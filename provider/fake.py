@@ -42,11 +42,13 @@ from pyccm.provider.interface import (
     Instances,
     LoadBalancerOutcome,
     LoadBalancers,
+    NodeSelector,
     ProviderEvent,
     ProviderId,
     Route,
     RouteFailure,
     Routes,
+    selects,
 )
 from pyccm.provider.settings import ProviderSettings
 
@@ -69,6 +71,9 @@ FakeMethod = Literal[
 PROVIDER_ID_PREFIX = "fake:///"
 ANNOTATION_LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 ANNOTATION_LB_ADDRESS = "loadbalancer.openstack.org/load-balancer-address"
+# `k=v,k2`: only the nodes with these labels become members (as the real provider's
+# node-selector annotation, under the fake's own name).
+ANNOTATION_NODE_SELECTOR = "fake.pyccm.io/node-selector"
 # Ids are uuid5 of the name in this namespace: stable across runs and processes.
 _ID_NAMESPACE = uuid.UUID("5f0c6a2e-3f43-4a43-9a53-2f6f6c6b7a01")
 _FLOATING_NETWORK = ipaddress.IPv4Network("172.24.4.0/22")
@@ -316,9 +321,20 @@ class _FakeInstances:
         return InstanceListing(found=frozenset(found), shutdown=frozenset(shutdown))
 
 
-def _member_names(nodes: Sequence[Node]) -> tuple[str, ...]:
-    usable = (n for n in nodes if any(a.type == "InternalIP" for a in n.status.addresses))
+def _member_names(nodes: Sequence[Node], selector: NodeSelector = ()) -> tuple[str, ...]:
+    usable = (
+        n
+        for n in nodes
+        if any(a.type == "InternalIP" for a in n.status.addresses)
+        and selects(selector, n.metadata.labels)
+    )
     return tuple(sorted(n.name for n in usable))
+
+
+def _node_selector(service: Service) -> NodeSelector:
+    text = service.metadata.annotations.get(ANNOTATION_NODE_SELECTOR, "")
+    terms = (part.strip().partition("=") for part in text.split(",") if part.strip())
+    return tuple((key.strip(), value.strip() or None) for key, _, value in terms)
 
 
 class _FakeLoadBalancers:
@@ -344,13 +360,13 @@ class _FakeLoadBalancers:
                     service_key=service.key,
                     address=cloud._allocate_address(network),
                     ports=ports,
-                    members=_member_names(nodes),
+                    members=_member_names(nodes, _node_selector(service)),
                     pending_syncs=knobs.lb_pending_syncs,
                 )
             elif lb.pending_syncs > 0:
                 lb = replace(lb, pending_syncs=lb.pending_syncs - 1)
             else:
-                lb = replace(lb, ports=ports, members=_member_names(nodes))
+                lb = replace(lb, ports=ports, members=_member_names(nodes, _node_selector(service)))
             cloud._load_balancers[service.key] = lb
             retry_delay, forced_internal = knobs.lb_retry_delay, knobs.forced_internal
         if lb.pending_syncs > 0:
@@ -374,7 +390,8 @@ class _FakeLoadBalancers:
             lb = cloud._load_balancers.get(service.key)
             if lb is None:
                 raise CloudNotFound(f"no load balancer for Service {service.key}")
-            cloud._load_balancers[service.key] = replace(lb, members=_member_names(nodes))
+            members = _member_names(nodes, _node_selector(service))
+            cloud._load_balancers[service.key] = replace(lb, members=members)
         return ()
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
@@ -383,6 +400,10 @@ class _FakeLoadBalancers:
         with cloud._lock:
             cloud._load_balancers.pop(service.key, None)
         return ()
+
+    def node_selector(self, *, service: Service) -> NodeSelector:
+        # Not a cloud call: not recorded, never failed by a knob (as the real one).
+        return _node_selector(service)
 
 
 def _next_hop(route: Route) -> str:

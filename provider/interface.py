@@ -17,7 +17,7 @@ All calls are blocking: workers call them from sync threads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, NewType, Protocol
 
 import msgspec
@@ -28,6 +28,15 @@ ProviderId = NewType("ProviderId", str)
 """A node's `spec.providerID`, e.g. `openstack:///<server uuid>`."""
 
 EventType = Literal["Normal", "Warning"]
+
+NodeSelector = tuple[tuple[str, str | None], ...]
+"""The labels a node needs to back a Service's load balancer: every term, `(key, value)`
+that label with that value, `(key, None)` that label with any value; empty: every node."""
+
+
+def selects(selector: NodeSelector, labels: Mapping[str, str]) -> bool:
+    """Whether a node with `labels` passes `selector`."""
+    return all(key in labels and (value is None or labels[key] == value) for key, value in selector)
 
 
 class _Outcome(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
@@ -136,6 +145,13 @@ class LoadBalancers(Protocol):
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
         """Delete every part of the load balancer; succeeds when it is already gone."""
+        ...
+
+    def node_selector(self, *, service: Service) -> NodeSelector:
+        """Which of the nodes `ensure` and `update` are given may back the Service's load
+        balancer (no upstream counterpart). Pure and cheap: no cloud call, never raises.
+        The service controller re-syncs exactly the Services whose selection a node's
+        label change alters (kubernetes/kubernetes#133165)."""
         ...
 
 

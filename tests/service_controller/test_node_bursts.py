@@ -15,7 +15,12 @@ from pyccm.protocol.messages import Ack, Action, Topic
 from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeStatus, Service
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.fake import FakeCloud
-from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers, ProviderEvent
+from pyccm.provider.interface import (
+    LoadBalancerOutcome,
+    LoadBalancers,
+    NodeSelector,
+    ProviderEvent,
+)
 from pyccm.workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
 from tests.service_controller.conftest import Harness, harness, make_node, make_service
 
@@ -118,6 +123,9 @@ class JoinDuringEnsure:
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
         return self.inner.ensure_deleted(service=service)
+
+    def node_selector(self, *, service: Service) -> NodeSelector:
+        return self.inner.node_selector(service=service)
 
 
 def test_a_sync_that_finished_with_an_older_node_set_after_the_sweep_enqueues_itself() -> None:

@@ -45,7 +45,7 @@ from pyccm.protocol.messages import (
 from pyccm.protocol.projections import wants_load_balancer
 from pyccm.protocol.views import Node, Service
 from pyccm.provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
-from pyccm.provider.interface import LoadBalancers, ProviderEvent
+from pyccm.provider.interface import LoadBalancers, NodeSelector, ProviderEvent, selects
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
 from pyccm.workers.runtime.commit import needs_retry
 from pyccm.workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
@@ -110,7 +110,8 @@ class Synced:
     """What this process last did for a Service: the copy it acted on (to delete its load
     balancer if the Service vanishes without a finalizer or comes back with a new UID),
     the `needsUpdate` print of its last successful ensure (None: ensure again) and the
-    backend set the load balancer was last given."""
+    backends the load balancer was last given: those of the backend set that pass the
+    Service's node selector (the whole set, the same object, without one)."""
 
     service: Service
     spec: tuple[object, ...] | None
@@ -123,6 +124,33 @@ class Backends:
     ids: frozenset[BackendId]
     # The backend version this set was computed at.
     version: int = 0
+
+
+@dataclass
+class Selections:
+    """The backends each node selector picks from the backend set of one version,
+    computed once per selector, and kept as the same object as the previous version's
+    while the selection does not change, so that the sweep passes unchanged Services by
+    on identity."""
+
+    version: int = -1
+    current: dict[NodeSelector, frozenset[BackendId]] = field(default_factory=dict)
+    previous: dict[NodeSelector, frozenset[BackendId]] = field(default_factory=dict)
+
+    def get(self, version: int, selector: NodeSelector) -> frozenset[BackendId] | None:
+        return self.current.get(selector) if version == self.version else None
+
+    def put(
+        self, version: int, selector: NodeSelector, picked: frozenset[BackendId]
+    ) -> frozenset[BackendId]:
+        if version < self.version:
+            return picked  # a sync still on an older set: the cache stays on the newer one
+        if version > self.version:
+            self.version, self.previous, self.current = version, self.current, {}
+        before = self.previous.get(selector)
+        if before is not None and before == picked:
+            picked = before
+        return self.current.setdefault(selector, picked)
 
 
 class ServiceController:
@@ -154,6 +182,7 @@ class ServiceController:
         # The backend node set, recomputed only after a node change that can alter it.
         self._backends_version = 0
         self._backends: tuple[int, Backends] | None = None
+        self._selections = Selections()
         # When the last backend change arrived, and when the first one not swept yet did
         # (None: no sweep is queued, the next change queues one); how many sweeps ran.
         self._node_changed_at = 0.0
@@ -206,8 +235,10 @@ class ServiceController:
     def _keys_for_node(self, old: Obj | None, new: Obj | None) -> Iterable[str]:
         before = backend_id(old) if isinstance(old, Node) else None
         after = backend_id(new) if isinstance(new, Node) else None
-        if before == after:
-            # Heartbeats, readiness, labels: upstream ignores them for backends too.
+        if before == after and not (before is not None and _relabelled(old, new)):
+            # Heartbeats, readiness: upstream ignores them for backends too. Labels it
+            # ignores as well (kubernetes/kubernetes#133165), but a node selector reads them:
+            # the sweep finds the Services whose selection a relabelled backend changed.
             return ()
         now = self._clock.now()
         with self._lock:
@@ -222,9 +253,12 @@ class ServiceController:
         # coming back) costs every Service one sync, not one per node.
         return (SWEEP,)
 
-    def _owned_load_balancers(self) -> list[str]:
+    def _owned_services(self) -> list[Service]:
         owns = self._settings.shard.owns
-        return [s.key for s in self._replica.services() if wants_load_balancer(s) and owns(s.key)]
+        return [s for s in self._replica.services() if wants_load_balancer(s) and owns(s.key)]
+
+    def _owned_load_balancers(self) -> list[str]:
+        return [service.key for service in self._owned_services()]
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
         self._enqueue = enqueue
@@ -287,21 +321,25 @@ class ServiceController:
             self._enqueue(key)
 
     def _behind(self, backends: Backends) -> list[str]:
-        """The owned LB Services whose load balancer was last given another node set.
-        Not the others: one never synced, or whose sync is still to finish (a RetryAfter,
-        a failure), computes the set when it runs; one running now and finishing with an
-        older set enqueues itself (`_catch_up`). At start-up, when the first nodes arrive
-        while the first load balancers are created, this is nobody."""
+        """The owned LB Services whose load balancer was last given other backends than
+        their node selector now picks. Not the others: one never synced, or whose sync is
+        still to finish (a RetryAfter, a failure), computes the set when it runs; one
+        running now and finishing with an older set enqueues itself (`_catch_up`). At
+        start-up, when the first nodes arrive while the first load balancers are created,
+        this is nobody."""
         with self._lock:
             self._sweeps += 1
             synced = dict(self._synced)
-        return [
-            key
-            for key in self._owned_load_balancers()
-            if (done := synced.get(key)) is not None
-            and done.spec is not None
-            and done.backends is not backends.ids
-        ]
+        behind: list[str] = []
+        for service in self._owned_services():
+            done = synced.get(service.key)
+            if done is None or done.spec is None:
+                continue
+            members = self._selection(service, backends)
+            # (Identity first: every Service of a sweep shares one set of 5,000 ids.)
+            if done.backends is not members and done.backends != members:
+                behind.append(service.key)
+        return behind
 
     def _catch_up(self, key: str, backends: Backends, sweeps: int) -> None:
         """A sync that used `backends` just finished: if a sweep ran meanwhile for a newer
@@ -385,13 +423,14 @@ class ServiceController:
             drift_check = key in self._resync_due
             sweeps = self._sweeps
         backends = self._backend_set()
+        members = self._selection(service, backends)
         if prior is not None and prior.spec == spec and not drift_check:
             # (Identity first: every Service of a sweep shares one set of 5,000 ids.)
-            if prior.backends is not backends.ids and prior.backends != backends.ids:
-                self._update_backends(key, service, prior, backends)
-            elif prior.backends is not backends.ids:
+            if prior.backends is not members and prior.backends != members:
+                self._update_backends(key, service, prior, backends, members)
+            elif prior.backends is not members:
                 # Equal sets: remember this one, so that the next sweep passes us by.
-                self._record(key, service, prior.spec, backends.ids)
+                self._record(key, service, prior.spec, members)
         else:
             # A Service this process first sees already converged (a restart, a new
             # leader's snapshot) is verified like a drift resync: without Ensuring/Ensured
@@ -400,7 +439,7 @@ class ServiceController:
                 announce = not self._converged_elsewhere(key, service)
             else:
                 announce = prior.spec != spec
-            self._ensure(key, service, spec, backends, announce=announce)
+            self._ensure(key, service, spec, backends, members, announce=announce)
         self._catch_up(key, backends, sweeps)
 
     def _ensure(
@@ -409,6 +448,7 @@ class ServiceController:
         service: Service,
         spec: tuple[object, ...],
         backends: Backends,
+        members: frozenset[BackendId],
         *,
         announce: bool,
     ) -> None:
@@ -441,7 +481,7 @@ class ServiceController:
         try:
             outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
         except ImplementedElsewhere:
-            self._record(key, service, spec, backends.ids)
+            self._record(key, service, spec, members)
             return
         except RetryAfter:
             raise
@@ -487,12 +527,18 @@ class ServiceController:
             service.metadata, annotations={**service.metadata.annotations, **annotations}
         )
         echo = msgspec.structs.replace(service, metadata=merged)
-        self._record(key, service, spec_print(echo), backends.ids)
+        self._record(key, service, spec_print(echo), members)
 
     def _update_backends(
-        self, key: str, service: Service, prior: Synced, backends: Backends
+        self,
+        key: str,
+        service: Service,
+        prior: Synced,
+        backends: Backends,
+        members: frozenset[BackendId],
     ) -> None:
-        """UpdateLoadBalancer: only the backend set changed since the last sync."""
+        """UpdateLoadBalancer: only the backends changed since the last sync (the provider
+        gets every backend node and applies the Service's node selector itself)."""
         LB_SYNCS.inc()
         started = time.monotonic()
         try:
@@ -503,7 +549,7 @@ class ServiceController:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
             if self._load_balancer_gone(service):
-                self._record(key, service, prior.spec, backends.ids)
+                self._record(key, service, prior.spec, members)
                 return
             NODESYNC_ERRORS.inc()
             # Upstream retries a failed node sync with a full EnsureLoadBalancer.
@@ -526,7 +572,7 @@ class ServiceController:
             else _event(service, "UpdatedLoadBalancer", "Updated load balancer with new hosts")
         )
         if self._write(key, (*_provider_events(service, provider_events), done)):
-            self._record(key, service, prior.spec, backends.ids)
+            self._record(key, service, prior.spec, members)
 
     def _load_balancer_gone(self, service: Service) -> bool:
         try:
@@ -543,13 +589,31 @@ class ServiceController:
         if cached is not None and cached[0] == version:
             return cached[1]
         nodes = tuple(sorted((n for n in self._replica.nodes() if is_backend(n)), key=_name))
-        ids = frozenset(backend_id(n) for n in nodes)
-        backends = Backends(
-            nodes=nodes, ids=frozenset(i for i in ids if i is not None), version=version
-        )
+        ids = frozenset(i for n in nodes if (i := backend_id(n)) is not None)
+        if cached is not None and cached[1].ids == ids:
+            # Only labels changed: the same object, so that the sweep passes by on identity.
+            ids = cached[1].ids
+        backends = Backends(nodes=nodes, ids=ids, version=version)
         with self._lock:
             self._backends = (version, backends)
         return backends
+
+    def _selection(self, service: Service, backends: Backends) -> frozenset[BackendId]:
+        """The backends the Service's node selector picks: the whole set without one."""
+        selector = self._lbs.node_selector(service=service)
+        if not selector:
+            return backends.ids
+        with self._lock:
+            found = self._selections.get(backends.version, selector)
+        if found is not None:
+            return found
+        picked = frozenset(
+            i
+            for n in backends.nodes
+            if selects(selector, n.metadata.labels) and (i := backend_id(n)) is not None
+        )
+        with self._lock:
+            return self._selections.put(backends.version, selector, picked)
 
     def _record(
         self,
@@ -613,6 +677,14 @@ def _may_have_ours(service: Service, prior: Synced | None) -> bool:
 
 def _name(node: Node) -> str:
     return node.name
+
+
+def _relabelled(old: Obj | None, new: Obj | None) -> bool:
+    return (
+        isinstance(old, Node)
+        and isinstance(new, Node)
+        and old.metadata.labels != new.metadata.labels
+    )
 
 
 def _event(service: Service, reason: str, message: str, *, warning: bool = False) -> RecordEvent:

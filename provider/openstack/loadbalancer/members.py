@@ -17,8 +17,9 @@ import threading
 from collections.abc import Sequence
 
 from pyccm.protocol.views import Node
+from pyccm.provider.interface import NodeSelector, selects
 
-Selector = tuple[tuple[str, str | None], ...]
+Selector = NodeSelector
 # A member-to-be: the node's name and the address its pool members get.
 Backend = tuple[str, str]
 # The node sets the service controller hands over change rarely (a node joins or leaves)
@@ -27,23 +28,20 @@ CACHED_NODE_SETS = 8
 
 
 def parse_selector(text: str) -> Selector:
-    """`k=v, k2` → ((k, v), (k2, None)); a key without a value means "label exists"."""
+    """`k=v, k2, k3=` → ((k, v), (k2, None), (k3, None)): a key without a value, or with
+    an empty one, means "label exists" (upstream's rule)."""
     terms: list[tuple[str, str | None]] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
-        key, sep, value = part.partition("=")
+        key, _, value = part.partition("=")
         if key.strip():
-            terms.append((key.strip(), value.strip() if sep else None))
+            terms.append((key.strip(), value.strip() or None))
     return tuple(terms)
 
 
 def node_matches(node: Node, selector: Selector) -> bool:
-    labels = node.metadata.labels
-    return all(
-        key in labels and (value is None or value == "" or labels[key] == value)
-        for key, value in selector
-    )
+    return selects(selector, node.metadata.labels)
 
 
 @functools.lru_cache(maxsize=65536)

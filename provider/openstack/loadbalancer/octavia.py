@@ -28,7 +28,7 @@ from typing import Any
 
 from pyccm.protocol.views import LoadBalancerIngress, Node, Service
 from pyccm.provider.errors import CloudError
-from pyccm.provider.interface import LoadBalancerOutcome, ProviderEvent
+from pyccm.provider.interface import LoadBalancerOutcome, NodeSelector, ProviderEvent
 from pyccm.provider.openstack.client import OpenStackClient
 from pyccm.provider.openstack.config import OpenStackSettings
 from pyccm.provider.openstack.features import CloudFeatures
@@ -189,6 +189,9 @@ class OctaviaLoadBalancers:
         self._leave_shared(cfg, lb)
         self._security_groups(events).delete(cfg, service)
         return events.all()
+
+    def node_selector(self, *, service: Service) -> NodeSelector:
+        return self._resolver.node_selector(service, a.Events())
 
     # --- finding and creating --------------------------------------------------------------------
     def _find(

@@ -28,6 +28,7 @@ from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.openstack.loadbalancer.api import Api
 from pyccm.provider.openstack.loadbalancer.members import (
+    Selector,
     member_address,
     node_matches,
     parse_selector,
@@ -102,7 +103,7 @@ class ServiceConfig:
     hostname: str
     hostname_suffix: str
     features: OctaviaFeatures
-    node_selector: tuple[tuple[str, str | None], ...]
+    node_selector: Selector
     serial: bool
     cascade_delete: bool
     max_shared_lb: int
@@ -403,18 +404,23 @@ class Resolver:
                 settings.ingress_hostname_suffix if settings.enable_ingress_hostname else ""
             ),
             features=features,
-            node_selector=parse_selector(
-                ann.matching(
-                    a.NODE_SELECTOR,
-                    a.NODE_SELECTOR_FORMAT,
-                    "is not a list of label=value selectors",
-                    default=settings.node_selector,
-                )
-            ),
+            node_selector=self.node_selector(service, events),
             serial=settings.provider_requires_serial_api_calls,
             cascade_delete=settings.cascade_delete,
             max_shared_lb=settings.max_shared_lb,
             manage_security_groups=settings.manage_security_groups,
+        )
+
+    def node_selector(self, service: Service, events: a.Events) -> Selector:
+        """The annotation, else `[LoadBalancer] node-selector`; no cloud call."""
+        ann = a.Annotations(service.metadata.annotations, events)
+        return parse_selector(
+            ann.matching(
+                a.NODE_SELECTOR,
+                a.NODE_SELECTOR_FORMAT,
+                "is not a list of label=value selectors",
+                default=self._settings.node_selector,
+            )
         )
 
     def _zone(self, ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> str:
