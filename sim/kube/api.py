@@ -9,7 +9,13 @@ kube-apiserver's semantics as a client observes them:
 - update (PUT): optimistic concurrency on `metadata.resourceVersion` (409 Conflict when
   stale, unconditional when empty), status-subresource rules;
 - patch: JSON, merge and strategic merge patches, applied to the latest object and then
-  treated as an update (a patch that carries a stale resourceVersion conflicts too);
+  treated as an update (a patch that carries a stale resourceVersion conflicts too); an
+  apply patch is server-side apply (fieldmanager.py), which creates the object if need be;
+- every write decodes its object against the kind's shape first (schema.py): a value of
+  the wrong type is 400, an unknown field is dropped and, as `fieldValidation` asks,
+  refused (Strict), reported as a warning (Warn) or ignored; a write that names a
+  `fieldManager` is recorded in managedFields; `dryRun` computes the result and keeps
+  nothing;
 - delete: preconditions on uid and resourceVersion; an object with finalizers only gets
   `deletionTimestamp` and goes when an update removes its last finalizer;
 - list: consistent pages over a snapshot, `resourceVersion` "" / "0" / N with
@@ -25,12 +31,13 @@ import binascii
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import yaml
 
-from pyccm.sim.kube import errors
+from pyccm.sim.kube import errors, fieldmanager
 from pyccm.sim.kube.objects import Allocator, now_rfc3339, prepare_create, prepare_update, validate
 from pyccm.sim.kube.patch import (
     MalformedPatch,
@@ -40,6 +47,7 @@ from pyccm.sim.kube.patch import (
     strategic_merge_patch,
 )
 from pyccm.sim.kube.resources import ALL_RESOURCES, NAMESPACES, ResourceType
+from pyccm.sim.kube.schema import DecodeError, conform
 from pyccm.sim.kube.selectors import Predicate, both, parse_field_selector, parse_label_selector
 from pyccm.sim.kube.store import (
     Entry,
@@ -63,6 +71,23 @@ PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 _decode = msgspec.json.Decoder().decode
+
+
+FIELD_VALIDATIONS = ("Ignore", "Strict", "Warn")
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """A write's query parameters, and the warnings it reports back (the API server's
+    `Warning` headers) in `warnings`."""
+
+    dry_run: bool = False
+    field_manager: str = ""
+    # In-process writes (seeding, test helpers) have nobody to warn; the HTTP layer
+    # defaults to Warn, as kube-apiserver does when a client sends no fieldValidation.
+    field_validation: str = "Ignore"
+    force: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -113,9 +138,13 @@ class KubeApi:
         store: Store,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        namespace_controller: Callable[[Callable[[], object]], None] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
+        # Runs the namespace controller's work (emptying a terminating namespace) a moment
+        # after the DELETE, as in a cluster; None runs it at once.
+        self.namespace_controller = namespace_controller
         self.allocator = Allocator(rng or random.Random(0))
         for name in DEFAULT_NAMESPACES:
             self.create(NAMESPACES, "", {"metadata": {"name": name}})
@@ -191,12 +220,26 @@ class KubeApi:
     # -- writes -------------------------------------------------------------------------
 
     def create(
-        self, rtype: ResourceType, namespace: str, body: Obj, *, dry_run: bool = False
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        body: Obj,
+        *,
+        options: WriteOptions | None = None,
     ) -> Entry:
+        options = options or WriteOptions()
         obj = _own(body)
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        self._decode(rtype, obj, options, _body_error(rtype))
+        # managedFields are the server's to record on create.
+        obj.get("metadata", {}).pop("managedFields", None)
+        return self._create(rtype, namespace, obj, options, track=True)
+
+    def _create(
+        self, rtype: ResourceType, namespace: str, obj: Obj, options: WriteOptions, *, track: bool
+    ) -> Entry:
+        meta = obj.get("metadata") or {}
         if rtype.namespaced:
-            body_ns = meta.get("namespace") if isinstance(meta, dict) else None
+            body_ns = meta.get("namespace")
             if body_ns and body_ns != namespace:
                 raise errors.bad_request(
                     "the namespace of the provided object does not match the namespace sent "
@@ -210,7 +253,11 @@ class KubeApi:
         name = obj["metadata"]["name"]
         if self.store.get(rtype, _ref(rtype, namespace, name)) is not None:
             raise errors.already_exists(rtype.plural, name, rtype.group)
-        return self._commit(rtype, obj, dry_run=dry_run)
+        if track and options.field_manager:
+            fieldmanager.record_update(
+                None, obj, stamp=self._stamp(rtype, options), scope=_scope(rtype, "")
+            )
+        return self._commit(rtype, obj, dry_run=options.dry_run)
 
     def _check_namespace_open(self, namespace: str) -> None:
         entry = self.store.get(NAMESPACES, ("", namespace))
@@ -233,23 +280,27 @@ class KubeApi:
         body: Obj,
         *,
         subresource: str = "",
-        dry_run: bool = False,
+        options: WriteOptions | None = None,
     ) -> Entry:
+        options = options or WriteOptions()
         obj = _own(body)
+        self._decode(rtype, obj, options, _body_error(rtype))
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata is required on update")
-        if meta.get("name") and meta["name"] != name:
-            raise errors.bad_request(
-                f"the name of the object ({meta['name']}) does not match "
-                f"the name on the URL ({name})"
-            )
-        meta["name"] = name
+        _check_name(meta, name)
         current = self.get(rtype, namespace, name)
-        return self._update_from(rtype, current, obj, subresource=subresource, dry_run=dry_run)
+        return self._update_from(rtype, current, obj, subresource=subresource, options=options)
 
     def _update_from(
-        self, rtype: ResourceType, current: Entry, obj: Obj, *, subresource: str, dry_run: bool
+        self,
+        rtype: ResourceType,
+        current: Entry,
+        obj: Obj,
+        *,
+        subresource: str,
+        options: WriteOptions,
+        track: bool = True,
     ) -> Entry:
         name = current.ref[1]
         sent_rv = obj["metadata"].get("resourceVersion")
@@ -266,11 +317,18 @@ class KubeApi:
             )
         prepare_update(rtype, obj, current.obj, subresource=subresource, allocator=self.allocator)
         validate(rtype, obj, current.obj)
+        if track and options.field_manager:
+            fieldmanager.record_update(
+                current.obj,
+                obj,
+                stamp=self._stamp(rtype, options),
+                scope=_scope(rtype, subresource),
+            )
         if _same_object(obj, current.obj):
             # A no-op write does not bump resourceVersion or wake watchers, as upstream.
             return current
-        entry = self._commit(rtype, obj, dry_run=dry_run)
-        if not dry_run and _finalized(entry.obj):
+        entry = self._commit(rtype, obj, dry_run=options.dry_run)
+        if not options.dry_run and _finalized(entry.obj):
             self._remove(rtype, entry.ref)
         return entry
 
@@ -283,10 +341,19 @@ class KubeApi:
         body: bytes,
         *,
         subresource: str = "",
-        dry_run: bool = False,
+        options: WriteOptions | None = None,
     ) -> Entry:
+        options = options or WriteOptions()
         if patch_type == APPLY_PATCH:
-            raise errors.unsupported_media_type(patch_type, list(PATCH_TYPES[:3]))
+            return self.apply(
+                rtype, namespace, name, body, subresource=subresource, options=options
+            )
+        if options.force:
+            raise _patch_options_invalid(
+                "force",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified for non-apply patch",
+            )
         try:
             patch = _decode(body)
         except msgspec.DecodeError as error:
@@ -300,12 +367,86 @@ class KubeApi:
             raise errors.invalid(
                 rtype.kind, name, rtype.group, [("patch", "FieldValueInvalid", str(error))]
             ) from error
+        self._decode(rtype, patched, options, "")
         meta = patched.get("metadata")
         if not isinstance(meta, dict):
             raise errors.bad_request("the patch removed metadata")
         if meta.get("name") != name:
             raise errors.bad_request("the patch may not change the object's name")
-        return self._update_from(rtype, current, patched, subresource=subresource, dry_run=dry_run)
+        return self._update_from(rtype, current, patched, subresource=subresource, options=options)
+
+    def apply(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        body: bytes,
+        *,
+        subresource: str = "",
+        options: WriteOptions | None = None,
+    ) -> Entry:
+        """Server-side apply: create the object, or merge the configuration into it."""
+        options = options or WriteOptions()
+        if not options.field_manager:
+            raise _patch_options_invalid(
+                "fieldManager", "FieldValueRequired", "Required value: is required for apply patch"
+            )
+        applied = _decode_applied(body)
+        if (applied.get("apiVersion"), applied.get("kind")) != (rtype.api_version, rtype.kind):
+            raise errors.bad_request(
+                f"the apply configuration is a {applied.get('apiVersion')}, "
+                f"Kind={applied.get('kind')}, not a {rtype.api_version}, Kind={rtype.kind}"
+            )
+        typed = f"{namespace}/{name}; {rtype.api_version}, Kind={rtype.kind}"
+        self._decode(
+            rtype, applied, options, f"failed to create typed patch object ({typed}): ", True
+        )
+        _check_name(applied.setdefault("metadata", {}), name)
+        stamp, scope = self._stamp(rtype, options), _scope(rtype, subresource)
+        current = self.store.get(rtype, _ref(rtype, namespace, name))
+        if current is None:
+            if subresource:
+                raise errors.not_found(rtype.plural, name, rtype.group)
+            obj = fieldmanager.apply({}, applied, stamp=stamp, scope=scope, force=options.force)
+            return self._create(rtype, namespace, obj, options, track=False)
+        obj = fieldmanager.apply(
+            current.thaw(), applied, stamp=stamp, scope=scope, force=options.force
+        )
+        return self._update_from(
+            rtype, current, obj, subresource=subresource, options=options, track=False
+        )
+
+    def _decode(
+        self,
+        rtype: ResourceType,
+        obj: Obj,
+        options: WriteOptions,
+        context: str,
+        applying: bool = False,
+    ) -> None:
+        """Decode `obj` as its Go type would be (schema.conform); `context` opens the
+        message of a refusal, as the API server's does."""
+        try:
+            unknown = conform(rtype.schema, obj)
+        except DecodeError as error:
+            raise errors.bad_request(context + str(error)) from error
+        if not unknown:
+            return
+        if options.field_validation == "Strict":
+            if applying:
+                detail = ", ".join(f".{path}: field not declared in schema" for path in unknown)
+            else:
+                detail = "strict decoding error: " + ", ".join(
+                    f'unknown field "{path}"' for path in unknown
+                )
+            raise errors.bad_request(context + detail)
+        if options.field_validation == "Warn":
+            options.warnings.extend(f'unknown field "{path}"' for path in unknown)
+
+    def _stamp(self, rtype: ResourceType, options: WriteOptions) -> fieldmanager.Stamp:
+        return fieldmanager.Stamp(
+            options.field_manager, rtype.api_version, now_rfc3339(self.clock())
+        )
 
     def delete(
         self,
@@ -344,12 +485,22 @@ class KubeApi:
             obj["status"] = {"phase": "Terminating"}
             entry = self.store.put(NAMESPACES, obj)
         namespace = current.ref[1]
+        if self.namespace_controller is None:
+            return entry, self._empty_namespace(namespace)
+        self.namespace_controller(lambda: self._empty_namespace(namespace))
+        return entry, False
+
+    def _empty_namespace(self, namespace: str) -> bool:
+        """The namespace controller: delete what a terminating namespace holds; the
+        namespace goes once the last object has (finalizers may hold some)."""
+        ns = self.store.get(NAMESPACES, ("", namespace))
+        if ns is None or not ns.obj["metadata"].get("deletionTimestamp"):
+            return False
         for rtype in ALL_RESOURCES:
             if rtype.namespaced:
                 for ref in [r for r in self.store.objects[rtype] if r[0] == namespace]:
                     self.delete(rtype, namespace, ref[1])
-        gone = self._namespace_emptied(namespace)
-        return entry, gone
+        return self._namespace_emptied(namespace)
 
     def _namespace_emptied(self, namespace: str) -> bool:
         """A terminating namespace goes once its last object has gone."""
@@ -430,6 +581,40 @@ def bookmark_line(rtype: ResourceType, rv: int, *, initial_events_end: bool = Fa
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
     obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
     return event_line(EventType.BOOKMARK, msgspec.json.encode(obj))
+
+
+def _body_error(rtype: ResourceType) -> str:
+    return f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+
+
+def _check_name(meta: Obj, name: str) -> None:
+    if meta.get("name") and meta["name"] != name:
+        raise errors.bad_request(
+            f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+        )
+    meta["name"] = name
+
+
+def _patch_options_invalid(field_name: str, reason: str, message: str) -> errors.ApiError:
+    return errors.invalid("PatchOptions", "", "meta.k8s.io", [(field_name, reason, message)])
+
+
+def _decode_applied(body: bytes) -> Obj:
+    """An apply patch is YAML (kubectl sends JSON, which is YAML too)."""
+    try:
+        applied = _decode(body)
+    except msgspec.DecodeError:
+        try:
+            applied = yaml.safe_load(body)
+        except (yaml.YAMLError, UnicodeDecodeError) as error:
+            raise errors.bad_request(f"error decoding YAML: {error}") from error
+    if not isinstance(applied, dict):
+        raise errors.bad_request("error decoding YAML: the apply configuration is not an object")
+    return applied
+
+
+def _scope(rtype: ResourceType, subresource: str) -> fieldmanager.Scope:
+    return fieldmanager.Scope(rtype.merge_lists, rtype.status_subresource, subresource)
 
 
 def _ref(rtype: ResourceType, namespace: str, name: str) -> ObjectRef:

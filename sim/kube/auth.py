@@ -6,8 +6,10 @@ Every authenticated user is also in `system:authenticated`; a ServiceAccount use
 (`system:serviceaccount:<ns>:<name>`) is in `system:serviceaccounts` and
 `system:serviceaccounts:<ns>`, so bindings to a ServiceAccount subject work.
 
-RBAC is off unless manifests are loaded; then ClusterRoles, Roles, ClusterRoleBindings
-and RoleBindings from YAML decide, with upstream's rule matching (apiGroups, resources
+RBAC is off unless asked for (`--rbac [FILE...]`); then the ClusterRoles, Roles,
+ClusterRoleBindings and RoleBindings the simulator stores decide: those the files hold,
+created at start, and any written through the API since (`kubectl apply -f
+deploy/rbac.yaml`), so they take effect at once, with upstream's rule matching (apiGroups, resources
 with `/subresource`, verbs, resourceNames, `*` wildcards, namespaces by binding), and a
 denial is a 403 in the API server's words. `system:masters` is never denied, as upstream.
 Rules with `nonResourceURLs` (`/metrics`, a trailing `*` for a prefix) grant non-resource
@@ -28,7 +30,9 @@ from typing import Any
 import yaml
 
 from pyccm.sim.kube import errors
+from pyccm.sim.kube.resources import RBAC_RESOURCES
 from pyccm.sim.kube.settings import User
+from pyccm.sim.kube.store import Store
 
 
 def parse_token_file(text: str) -> list[tuple[str, User]]:
@@ -131,15 +135,6 @@ class Authorizer:
         for document in (*BOOTSTRAP_CLUSTER_ROLES, *documents):
             self._load(document)
 
-    @classmethod
-    def from_files(cls, paths: Iterable[Path]) -> Authorizer:
-        documents = []
-        for path in paths:
-            for document in yaml.safe_load_all(path.read_text()):
-                if isinstance(document, dict):
-                    documents.extend(_flatten(document))
-        return cls(documents)
-
     def _load(self, document: dict[str, Any]) -> None:
         kind = document.get("kind")
         meta = document.get("metadata") or {}
@@ -203,6 +198,41 @@ class Authorizer:
             f'in API group "{request.group}" {scope}'
         )
         raise errors.forbidden(plural, request.name, request.group, why)
+
+
+class BadRbacFile(ValueError):
+    """An `--rbac` file holds an object the API refuses."""
+
+
+class StoredRbac:
+    """The Authorizer for the RBAC objects in the store, rebuilt only after one of them
+    changed (the store's last write to each RBAC resource says when)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._stamp: tuple[int, ...] = ()
+        self._authorizer = Authorizer(())
+
+    def current(self) -> Authorizer:
+        stamp = tuple(self.store.last_write(rtype) for rtype in RBAC_RESOURCES)
+        if stamp != self._stamp:
+            self._authorizer = Authorizer(
+                entry.obj
+                for rtype in RBAC_RESOURCES
+                for entry in self.store.objects[rtype].values()
+            )
+            self._stamp = stamp
+        return self._authorizer
+
+
+def rbac_documents(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """Every object in the files (a `kind: List` unfolded), with the file it came from."""
+    documents: list[tuple[Path, dict[str, Any]]] = []
+    for path in paths:
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict):
+                documents.extend((path, item) for item in _flatten(document))
+    return documents
 
 
 def _flatten(document: dict[str, Any]) -> list[dict[str, Any]]:

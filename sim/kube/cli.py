@@ -40,10 +40,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--rbac",
         type=Path,
-        nargs="+",
-        default=[],
+        nargs="*",
+        default=None,
         metavar="FILE",
-        help="RBAC manifests (ClusterRoles, Roles, bindings); enables authorization",
+        help="enforce RBAC, from the ClusterRoles, Roles and bindings stored: those in the "
+        "FILEs (created at start) and any written through the API since",
     )
     parser.add_argument(
         "--seed-nodes", type=int, default=0, metavar="N", help="uninitialized nodes to create"
@@ -104,7 +105,7 @@ def _error_rates(pairs: list[str]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from pyccm.sim.kube.auth import parse_token_file
+    from pyccm.sim.kube.auth import BadRbacFile, parse_token_file
     from pyccm.sim.kube.runtime import serve_until_signalled
     from pyccm.sim.kube.settings import Faults, SimSettings
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     configure(process="sim-kube", log_format=args.log_format, level=logging.WARNING)
     try:
         tokens = parse_token_file(args.token_file.read_text()) if args.token_file else []
-        for path in args.rbac:
+        for path in args.rbac or ():
             path.read_text()
         faults = Faults(
             latency=args.latency,
@@ -128,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         admin_token=args.token,
         tokens=tuple(tokens),
-        rbac_files=tuple(args.rbac),
+        rbac=args.rbac is not None,
+        rbac_files=tuple(args.rbac or ()),
         history_size=args.history_size,
         bookmark_interval=args.bookmark_interval,
         seed_nodes=args.seed_nodes,
@@ -138,4 +140,8 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig_out=args.kubeconfig_out,
         tls=args.tls,
     )
-    return asyncio.run(serve_until_signalled(settings, faults=faults))
+    try:
+        return asyncio.run(serve_until_signalled(settings, faults=faults))
+    except BadRbacFile as error:  # one line, no traceback
+        print(f"pyccm sim kube: {error}", file=sys.stderr)
+        return 2

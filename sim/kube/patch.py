@@ -18,7 +18,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pyccm.sim.kube.resources import MergeKey
+from pyccm.sim.kube.schema import MergeKey
 
 Obj = dict[str, Any]
 Path = tuple[str, ...]

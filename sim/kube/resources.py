@@ -1,32 +1,32 @@
 """The resource types the simulator serves, and the discovery documents that describe them.
 
-One table drives everything: URL routing, discovery (`/api/v1`, `/apis/<g>/<v>`), which
-field selectors each type accepts, which lists a strategic merge patch merges (and by
-which key), and the status-subresource rules. The merge keys are the ones in the
-upstream Go types' `patchStrategy`/`patchMergeKey` tags (k8s.io/api core/v1), because
-that is what a strategic merge patch does against a real cluster:
+One table drives everything: URL routing, storage, discovery (`/api/v1`, `/apis/<g>/<v>`),
+the OpenAPI documents, which field selectors each type accepts, which lists a strategic
+merge patch merges (and by which key), and the status-subresource rules. Serving one more
+kind is one more entry in `ALL_RESOURCES` with its shape (shapes.py); nothing else names
+kinds, except objects.py for the defaults and validation particular to one.
 
-- `metadata.finalizers`, `spec.podCIDRs`: merged as sets of strings;
-- `metadata.ownerReferences` by `uid`; node `status.addresses` and every `status.conditions`
-  by `type`; service `spec.ports` by `port`;
-- node `spec.taints` and service `status.loadBalancer.ingress` carry *no* merge strategy
-  upstream, so a patch replaces those lists whole (a patch that sends one taint drops the
-  others, exactly as on a real cluster).
+The merge keys are the ones in the upstream Go types' `patchStrategy`/`patchMergeKey`
+tags, because that is what a strategic merge patch does against a real cluster. Most come
+with the kind's shape (finalizers as a set, ownerReferences by `uid`, Service ports by
+`port`, containers by `name`, ...); `extra_merge` adds those inside the parts a shape
+leaves open: node `spec.podCIDRs` (a set), node `status.addresses` and every
+`status.conditions` by `type`. Node `spec.taints` and service
+`status.loadBalancer.ingress` carry *no* merge strategy upstream, so a patch replaces
+those lists whole (a patch that sends one taint drops the others, exactly as on a real
+cluster).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
-MergeKey = str | None
-"""A merge list's key field, or None for a list of strings merged as a set."""
+from pyccm.sim.kube import shapes
+from pyccm.sim.kube.schema import MergeKey, Struct, merge_lists
 
-_COMMON_MERGE: Mapping[tuple[str, ...], MergeKey] = {
-    ("metadata", "finalizers"): None,
-    ("metadata", "ownerReferences"): "uid",
-}
 _COMMON_FIELDS: Mapping[str, tuple[str, ...]] = {
     "metadata.name": ("metadata", "name"),
     "metadata.namespace": ("metadata", "namespace"),
@@ -45,6 +45,8 @@ class ResourceType:
     singular: str
     kind: str
     namespaced: bool
+    # The kind's fields and list merge keys (shapes.py): decoding, patches, OpenAPI.
+    schema: Struct
     short_names: tuple[str, ...] = ()
     # nodes and services have a status subresource: writes to one half ignore the other.
     status_subresource: bool = False
@@ -66,9 +68,10 @@ class ResourceType:
     def field_selectors(self) -> Mapping[str, tuple[str, ...]]:
         return MappingProxyType({**_COMMON_FIELDS, **self.extra_fields})
 
-    @property
+    @cached_property
     def merge_lists(self) -> Mapping[tuple[str, ...], MergeKey]:
-        return MappingProxyType({**_COMMON_MERGE, **self.extra_merge})
+        """The schema's merge lists, plus `extra_merge` for those inside its open parts."""
+        return MappingProxyType({**merge_lists(self.schema), **self.extra_merge})
 
     def discovery_entries(self) -> list[dict[str, object]]:
         main: dict[str, object] = {
@@ -103,6 +106,7 @@ NODES = ResourceType(
     singular="node",
     kind="Node",
     namespaced=False,
+    schema=shapes.NODE,
     short_names=("no",),
     status_subresource=True,
     extra_fields={"spec.unschedulable": ("spec", "unschedulable")},
@@ -119,12 +123,13 @@ SERVICES = ResourceType(
     singular="service",
     kind="Service",
     namespaced=True,
+    schema=shapes.SERVICE,
     short_names=("svc",),
     status_subresource=True,
     reset_status_on_create=True,
     categories=("all",),
     extra_fields={"spec.type": ("spec", "type"), "spec.clusterIP": ("spec", "clusterIP")},
-    extra_merge={("spec", "ports"): "port", ("status", "conditions"): "type"},
+    extra_merge={("status", "conditions"): "type"},
 )
 NAMESPACES = ResourceType(
     group="",
@@ -133,6 +138,7 @@ NAMESPACES = ResourceType(
     singular="namespace",
     kind="Namespace",
     namespaced=False,
+    schema=shapes.NAMESPACE,
     short_names=("ns",),
     status_subresource=True,
     extra_fields={"status.phase": ("status", "phase")},
@@ -158,6 +164,7 @@ EVENTS = ResourceType(
     singular="event",
     kind="Event",
     namespaced=True,
+    schema=shapes.EVENT,
     short_names=("ev",),
     extra_fields=_EVENT_FIELDS,
 )
@@ -169,6 +176,7 @@ PODS = ResourceType(
     singular="pod",
     kind="Pod",
     namespaced=True,
+    schema=shapes.POD,
     short_names=("po",),
     status_subresource=True,
     categories=("all",),
@@ -178,6 +186,36 @@ PODS = ResourceType(
     },
     extra_merge={("status", "conditions"): "type"},
 )
+SERVICE_ACCOUNTS = ResourceType(
+    group="",
+    version="v1",
+    plural="serviceaccounts",
+    singular="serviceaccount",
+    kind="ServiceAccount",
+    namespaced=True,
+    schema=shapes.SERVICE_ACCOUNT,
+    short_names=("sa",),
+)
+SECRETS = ResourceType(
+    group="",
+    version="v1",
+    plural="secrets",
+    singular="secret",
+    kind="Secret",
+    namespaced=True,
+    schema=shapes.SECRET,
+    extra_fields={"type": ("type",)},
+)
+CONFIG_MAPS = ResourceType(
+    group="",
+    version="v1",
+    plural="configmaps",
+    singular="configmap",
+    kind="ConfigMap",
+    namespaced=True,
+    schema=shapes.CONFIG_MAP,
+    short_names=("cm",),
+)
 LEASES = ResourceType(
     group="coordination.k8s.io",
     version="v1",
@@ -185,6 +223,7 @@ LEASES = ResourceType(
     singular="lease",
     kind="Lease",
     namespaced=True,
+    schema=shapes.LEASE,
 )
 EVENTS_V1 = ResourceType(
     group="events.k8s.io",
@@ -193,6 +232,7 @@ EVENTS_V1 = ResourceType(
     singular="event",
     kind="Event",
     namespaced=True,
+    schema=shapes.EVENT_V1,
     short_names=("ev",),
     extra_fields={
         "regarding.kind": ("regarding", "kind"),
@@ -203,6 +243,82 @@ EVENTS_V1 = ResourceType(
         "type": ("type",),
     },
 )
+DEPLOYMENTS = ResourceType(
+    group="apps",
+    version="v1",
+    plural="deployments",
+    singular="deployment",
+    kind="Deployment",
+    namespaced=True,
+    schema=shapes.DEPLOYMENT,
+    short_names=("deploy",),
+    status_subresource=True,
+    categories=("all",),
+    extra_merge={("status", "conditions"): "type"},
+)
+STATEFUL_SETS = ResourceType(
+    group="apps",
+    version="v1",
+    plural="statefulsets",
+    singular="statefulset",
+    kind="StatefulSet",
+    namespaced=True,
+    schema=shapes.STATEFUL_SET,
+    short_names=("sts",),
+    status_subresource=True,
+    categories=("all",),
+    extra_merge={("status", "conditions"): "type"},
+)
+POD_DISRUPTION_BUDGETS = ResourceType(
+    group="policy",
+    version="v1",
+    plural="poddisruptionbudgets",
+    singular="poddisruptionbudget",
+    kind="PodDisruptionBudget",
+    namespaced=True,
+    schema=shapes.POD_DISRUPTION_BUDGET,
+    short_names=("pdb",),
+    status_subresource=True,
+    extra_merge={("status", "conditions"): "type"},
+)
+_RBAC = "rbac.authorization.k8s.io"
+CLUSTER_ROLES = ResourceType(
+    group=_RBAC,
+    version="v1",
+    plural="clusterroles",
+    singular="clusterrole",
+    kind="ClusterRole",
+    namespaced=False,
+    schema=shapes.CLUSTER_ROLE,
+)
+CLUSTER_ROLE_BINDINGS = ResourceType(
+    group=_RBAC,
+    version="v1",
+    plural="clusterrolebindings",
+    singular="clusterrolebinding",
+    kind="ClusterRoleBinding",
+    namespaced=False,
+    schema=shapes.CLUSTER_ROLE_BINDING,
+)
+ROLES = ResourceType(
+    group=_RBAC,
+    version="v1",
+    plural="roles",
+    singular="role",
+    kind="Role",
+    namespaced=True,
+    schema=shapes.ROLE,
+)
+ROLE_BINDINGS = ResourceType(
+    group=_RBAC,
+    version="v1",
+    plural="rolebindings",
+    singular="rolebinding",
+    kind="RoleBinding",
+    namespaced=True,
+    schema=shapes.ROLE_BINDING,
+)
+RBAC_RESOURCES = (CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS)
 
 ALL_RESOURCES: tuple[ResourceType, ...] = (
     NODES,
@@ -210,12 +326,19 @@ ALL_RESOURCES: tuple[ResourceType, ...] = (
     NAMESPACES,
     EVENTS,
     PODS,
+    SERVICE_ACCOUNTS,
+    SECRETS,
+    CONFIG_MAPS,
     LEASES,
     EVENTS_V1,
+    DEPLOYMENTS,
+    STATEFUL_SETS,
+    POD_DISRUPTION_BUDGETS,
+    *RBAC_RESOURCES,
 )
-GROUP_VERSIONS: tuple[tuple[str, str], ...] = (
-    ("coordination.k8s.io", "v1"),
-    ("events.k8s.io", "v1"),
+# The named API groups, each at its one version, in the order discovery lists them.
+GROUP_VERSIONS: tuple[tuple[str, str], ...] = tuple(
+    dict.fromkeys((r.group, r.version) for r in ALL_RESOURCES if r.group)
 )
 
 
@@ -278,3 +401,11 @@ def resource_named(name: str) -> ResourceType:
         if name == rtype.plural:
             return rtype
     raise KeyError(f"the simulator serves no resource named {name!r}")
+
+
+def kind_named(api_version: str, kind: str) -> ResourceType | None:
+    """The resource a manifest's `apiVersion` and `kind` name, if the simulator serves it."""
+    for rtype in ALL_RESOURCES:
+        if rtype.api_version == api_version and rtype.kind == kind:
+            return rtype
+    return None

@@ -6,8 +6,10 @@ cluster-wide collections, `/status` subresources, legacy `/watch/` paths) so an 
 path is a 404 Status rather than aiohttp's HTML. A request passes through the same
 stages as in kube-apiserver: added latency (a knob), bearer-token authentication (401),
 throttling (429 with Retry-After, a knob), RBAC (403), injected errors (a knob), then the
-verb. Every failure leaves as a `kind: Status` body; an unexpected exception is a 500
-Status and is logged, never a dead server.
+verb. Writes read the API server's query parameters (`dryRun`, `fieldManager`,
+`fieldValidation`, `force`) and answer unknown fields with `Warning` headers. Every
+failure leaves as a `kind: Status` body; an unexpected exception is a 500 Status and is
+logged, never a dead server. /openapi/v2 and /openapi/v3 serve the schemas (openapi.py).
 
 Watches are chunked streams of JSON lines written from the watcher's buffer in batches,
 so one slow client costs only its own buffer. Admin endpoints for the knobs live under
@@ -24,22 +26,26 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import yaml
 from aiohttp import web
 
-from pyccm.sim.kube import errors, resources, reviews
+from pyccm.sim.kube import errors, openapi, resources, reviews
 from pyccm.sim.kube.api import (
+    APPLY_PATCH,
+    FIELD_VALIDATIONS,
     PATCH_TYPES,
     KubeApi,
     ListOptions,
     WatchStart,
+    WriteOptions,
     bookmark_line,
     expired_line,
 )
-from pyccm.sim.kube.auth import Authorizer, Request
+from pyccm.sim.kube.auth import Authorizer, BadRbacFile, Request, StoredRbac, rbac_documents
 from pyccm.sim.kube.errors import ApiError
 from pyccm.sim.kube.resources import ResourceType
 from pyccm.sim.kube.settings import ADMIN_USER, Faults, SimSettings, User
@@ -53,8 +59,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 VERSION_INFO = {
     "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0-pyccm-sim",
+    "minor": "32",
+    "gitVersion": "v1.32.0-pyccm-sim",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2024-08-13T00:00:00Z",
@@ -150,11 +156,14 @@ class KubeSim:
         self.faults = faults or Faults()
         self.rng = random.Random(settings.random_seed)
         self.store = Store(history_size=settings.history_size, watch_buffer=settings.watch_buffer)
-        self.api = KubeApi(store=self.store, rng=random.Random(settings.random_seed))
-        self.tokens: dict[str, User] = {settings.admin_token: ADMIN_USER, **dict(settings.tokens)}
-        self.authorizer = (
-            Authorizer.from_files(settings.rbac_files) if settings.rbac_files else None
+        self.api = KubeApi(
+            store=self.store,
+            rng=random.Random(settings.random_seed),
+            namespace_controller=self._run_namespace_controller,
         )
+        self.tokens: dict[str, User] = {settings.admin_token: ADMIN_USER, **dict(settings.tokens)}
+        self.rbac = StoredRbac(self.store) if settings.rbac or settings.rbac_files else None
+        self._load_rbac(settings.rbac_files)
         # The newest 50,000 answers; `seq` numbers every one, so a reader can ask for what
         # came after a mark even once older records have fallen off.
         self.requests: collections.deque[Obj] = collections.deque(maxlen=50_000)
@@ -162,6 +171,28 @@ class KubeSim:
         self.server_address = f"{settings.host}:{settings.port}"
         self.watch_tasks: set[asyncio.Task[Any]] = set()
         self.started = time.monotonic()
+
+    def _run_namespace_controller(self, work: Callable[[], object]) -> None:
+        asyncio.get_running_loop().call_later(self.settings.namespace_cleanup_delay, work)
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """RBAC as the store holds it now; None when RBAC is off (everyone may do anything)."""
+        return None if self.rbac is None else self.rbac.current()
+
+    def _load_rbac(self, paths: tuple[Path, ...]) -> None:
+        """Create the files' ClusterRoles, Roles and bindings (other kinds are skipped), as
+        if applied before the simulator opened; a bad one is a BadRbacFile naming its file."""
+        for path, document in rbac_documents(paths):
+            rtype = resources.kind_named(str(document.get("apiVersion")), str(document.get("kind")))
+            if rtype not in resources.RBAC_RESOURCES:
+                continue
+            meta = document.get("metadata") or {}
+            namespace = (meta.get("namespace") or "default") if rtype.namespaced else ""
+            try:
+                self.api.create(rtype, namespace, document)
+            except ApiError as error:
+                raise BadRbacFile(f"{path}: {error.message}") from error
 
     def application(self) -> web.Application:
         from pyccm.sim.kube.admin import AdminEndpoints
@@ -206,7 +237,7 @@ class KubeSim:
         self._throttle()
         if path in reviews.PATHS:
             return await reviews.serve(self, request, path, user, record)
-        discovery = self._discovery(path, request)
+        discovery = self._discovery(path, request) or self._openapi(path, request)
         if discovery is not None:
             return discovery
         target = parse_target(path)
@@ -280,6 +311,23 @@ class KubeSim:
             raise errors.no_such_path()
         return json_response(document)
 
+    def _openapi(self, path: str, request: web.Request) -> web.Response | None:
+        if request.method != "GET" or not path.startswith("/openapi/"):
+            return None
+        if path == "/openapi/v2":
+            accept = request.headers.get("Accept", "")
+            if openapi.V2_PROTOBUF in accept and "json" not in accept:
+                return web.Response(
+                    body=openapi.v2_protobuf(), content_type=openapi.V2_PROTOBUF_ANSWER
+                )
+            return json_response(openapi.v2_document())
+        if path == "/openapi/v3":
+            return json_response(openapi.v3_index())
+        document = openapi.v3_documents().get(path.removeprefix("/openapi/v3/"))
+        if document is None:
+            raise errors.no_such_path()
+        return json_response(document)
+
     # -- verbs --------------------------------------------------------------------------
 
     async def _serve(self, request: web.Request, target: Target, verb: str) -> web.StreamResponse:
@@ -309,29 +357,31 @@ class KubeSim:
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
         body = await read_object(request, self.settings.max_body_bytes)
-        entry = self.api.create(
-            target.rtype, target.scope_namespace, body, dry_run=_dry_run(request)
-        )
-        return json_response(entry.raw, 201)
+        options = write_options(request.query)
+        entry = self.api.create(target.rtype, target.scope_namespace, body, options=options)
+        return written(entry.raw, options, 201)
 
     async def _update(self, request: web.Request, target: Target) -> web.Response:
         body = await read_object(request, self.settings.max_body_bytes)
+        options = write_options(request.query)
         entry = self.api.update(
             target.rtype,
             target.scope_namespace,
             target.name,
             body,
             subresource=target.subresource,
-            dry_run=_dry_run(request),
+            options=options,
         )
-        return json_response(entry.raw)
+        return written(entry.raw, options)
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
-        dry_run = _dry_run(request)
+        options = write_options(request.query)
         content_type = request.content_type
         if content_type not in PATCH_TYPES:
-            raise errors.unsupported_media_type(content_type, list(PATCH_TYPES[:3]))
+            raise errors.unsupported_media_type(content_type, list(PATCH_TYPES))
         body = await read_body(request, self.settings.max_body_bytes)
+        # A server-side apply that creates the object answers 201, as upstream.
+        creating = content_type == APPLY_PATCH and not self._exists(target)
         entry = self.api.patch(
             target.rtype,
             target.scope_namespace,
@@ -339,9 +389,13 @@ class KubeSim:
             content_type,
             body,
             subresource=target.subresource,
-            dry_run=dry_run,
+            options=options,
         )
-        return json_response(entry.raw)
+        return written(entry.raw, options, 201 if creating else 200)
+
+    def _exists(self, target: Target) -> bool:
+        namespace = target.scope_namespace if target.rtype.namespaced else ""
+        return self.store.get(target.rtype, (namespace, target.name)) is not None
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         dry_run = _dry_run(request)
@@ -488,6 +542,33 @@ async def _safe_eof(response: web.StreamResponse) -> None:
 
 def _dry_run(request: web.Request) -> bool:
     return request.query.get("dryRun") == "All"
+
+
+def write_options(query: Any) -> WriteOptions:
+    dry_run = query.get("dryRun", "")
+    if dry_run not in ("", "All"):
+        raise errors.bad_request(f'dryRun: Unsupported value: "{dry_run}": supported values: "All"')
+    validation = query.get("fieldValidation") or "Warn"
+    if validation not in FIELD_VALIDATIONS:
+        raise errors.bad_request(
+            f'fieldValidation: Unsupported value: "{validation}": supported values: '
+            + ", ".join(f'"{v}"' for v in FIELD_VALIDATIONS)
+        )
+    return WriteOptions(
+        dry_run=dry_run == "All",
+        field_manager=query.get("fieldManager", ""),
+        field_validation=validation,
+        force=query.get("force") in ("true", "1"),
+    )
+
+
+def written(raw: bytes, options: WriteOptions, status: int = 200) -> web.Response:
+    """A write's answer, with a `Warning: 299 - "..."` header per warning, as upstream."""
+    response = json_response(raw, status)
+    for warning in options.warnings:
+        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{escaped}"')
+    return response
 
 
 def _int_param(query: Any, name: str) -> int:

@@ -32,7 +32,11 @@ class SimSettings:
     admin_token: str = "pyccm-sim-admin"
     # Extra bearer tokens (a static token file's rows), each mapped to a user.
     tokens: tuple[tuple[str, User], ...] = ()
-    # ClusterRoles, Roles and bindings; empty means every authenticated user may do anything.
+    # Enforce RBAC: the ClusterRoles, Roles and bindings the simulator stores decide (as
+    # kube-apiserver's --authorization-mode=RBAC). Off, every authenticated user may do
+    # anything, which is all most tests need. Implied by rbac_files.
+    rbac: bool = False
+    # ClusterRoles, Roles and bindings created at start (other kinds in the files skipped).
     rbac_files: tuple[Path, ...] = ()
     # Changes kept for watch resumption and paginated snapshots. kube-apiserver keeps ~5
     # minutes of etcd history; 20,000 changes covers a 5,000-node cluster's busy minutes.
@@ -44,6 +48,10 @@ class SimSettings:
     bookmark_interval: float = 60.0
     # Watches without timeoutSeconds end after this, like --min-request-timeout (1800 s).
     watch_timeout: float = 1800.0
+    # A deleted namespace turns Terminating at once and its objects go this much later (the
+    # namespace controller's work), so `kubectl delete -f` of a manifest that lists the
+    # Namespace first still finds and deletes the objects after it, as on a cluster.
+    namespace_cleanup_delay: float = 2.0
     # kube-apiserver refuses request bodies over 3 MiB.
     max_body_bytes: int = 3 * 1024 * 1024
     seed_nodes: int = 0

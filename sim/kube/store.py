@@ -223,6 +223,10 @@ class Store:
     def count(self, rtype: ResourceType) -> int:
         return len(self.objects[rtype])
 
+    def last_write(self, rtype: ResourceType) -> int:
+        """The resourceVersion of the resource's latest change (0: never changed)."""
+        return self._last_write.get(rtype, 0)
+
     def snapshot(self, rtype: ResourceType, rv: int | None = None) -> Snapshot:
         """The sorted state now (`rv` None) or as of `rv`; Expired when `rv` is older than
         the retained history, even if this resource has not changed since (etcd answers a

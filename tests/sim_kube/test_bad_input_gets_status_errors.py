@@ -55,7 +55,7 @@ from tests.sim_kube.conftest import http
         ("GET", "/api/v1/nodes?continue=garbage", None, "", 400, "BadRequest"),
         ("GET", "/api/v1/nodes?resourceVersion=abc", None, "", 400, "BadRequest"),
         ("GET", "/api/v1/widgets", None, "", 404, "NotFound"),
-        ("GET", "/apis/apps/v1/deployments", None, "", 404, "NotFound"),
+        ("GET", "/apis/batch/v1/jobs", None, "", 404, "NotFound"),
         ("GET", "/api/v1/nodes/node-0000/proxy", None, "", 404, "NotFound"),
         (
             "POST",

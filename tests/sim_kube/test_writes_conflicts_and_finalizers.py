@@ -166,8 +166,11 @@ def test_no_new_finalizers_while_deleting(kube: KubeSimHandle, core: Any) -> Non
 
 def test_deleting_a_namespace_deletes_its_objects(kube: KubeSimHandle, core: Any) -> None:
     core.delete_namespace("team-a")
-    assert kube.get("services", "svc-00001", "team-a") is None
-    assert kube.get("namespaces", "team-a") is None
+    namespace = kube.get("namespaces", "team-a")
+    assert namespace is not None and namespace["status"]["phase"] == "Terminating"
+    # The namespace controller empties it a moment later, then the namespace goes.
+    kube.wait_for("services", "svc-00001", lambda s: s is None, namespace="team-a")
+    kube.wait_for("namespaces", "team-a", lambda n: n is None)
 
 
 def test_a_provider_id_can_be_set_once(kube: KubeSimHandle, core: Any) -> None:
