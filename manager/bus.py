@@ -378,6 +378,7 @@ class BusServer:
             state.last_seen = time.monotonic()
             if seqs is not None:
                 state.seqs = dict(seqs)
+        metrics.BUS_WORKER_LAST_SEEN.labels(worker=name).set(time.time())
         if seqs is not None:
             for name_of_channel, seq in seqs.items():
                 chan = self._cache.channels.get(name_of_channel)

@@ -18,6 +18,14 @@ BUS_WORKER_LAG = Gauge(
     ["worker", "channel"],
     multiprocess_mode="livesum",
 )
+# "livemax": one manager process writes each worker's series; a restarted manager starts
+# a new one. An alert compares it with time(): a worker that is down or silent ages.
+BUS_WORKER_LAST_SEEN = Gauge(
+    "pyccm_bus_worker_last_seen_timestamp_seconds",
+    "Unix time of the last message (heartbeat, hello, result) the manager got from a worker.",
+    ["worker"],
+    multiprocess_mode="livemax",
+)
 LEADER = Gauge(
     "leader_election_master_status",
     "1 while this manager leads, else 0 (upstream name).",
