@@ -28,7 +28,7 @@ def undocumented(parser: argparse.ArgumentParser) -> list[str]:
         if isinstance(action, argparse._HelpAction):
             continue
         if not (action.help or "").strip():
-            missing.append("/".join(action.option_strings) or action.metavar or action.dest)
+            missing.append("/".join(action.option_strings) or str(action.metavar or action.dest))
         if isinstance(action, argparse._SubParsersAction):
             # The one-line summaries `pyccm COMMAND --help` lists for each sub-command.
             missing += [

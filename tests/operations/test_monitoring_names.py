@@ -178,13 +178,12 @@ def scraped(request: pytest.FixtureRequest) -> Iterator[Scraped]:
         )
         cloud.set_knobs(error_rates={})
         send_garbage_to_the_bus(world)
-        yield wait_for(
-            lambda: (
-                (s := scrape(port, world)).samples.get("pyccm_bus_malformed_frames_total") and s
-            ),
-            timeout=CONVERGE,
-            what="the dropped bus frame is counted",
-        )
+
+        def with_the_drop() -> Scraped | None:
+            got = scrape(port, world)
+            return got if "pyccm_bus_malformed_frames_total" in got.samples else None
+
+        yield wait_for(with_the_drop, timeout=CONVERGE, what="the dropped bus frame is counted")
     if request.session.testsfailed == failed_before:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -13,6 +13,7 @@ import fnmatch
 import json
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -128,6 +129,13 @@ def parse(text: str) -> list[Stage]:
             Instruction(keyword, flags, _arguments(keyword, rest), number)
         )
     return stages
+
+
+def base_python() -> str:
+    """The interpreter this test runs on, outside any virtual environment: it plays the
+    base image's Python (the same minor version)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return str(Path(sys.base_prefix) / "bin" / f"python{version}")
 
 
 def stage(stages: list[Stage], name: str) -> Stage:

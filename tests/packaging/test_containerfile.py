@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -34,6 +33,7 @@ from tests.operations.conftest import check_fields, manager_get
 from tests.packaging.containerfile import (
     Instruction,
     Stage,
+    base_python,
     ignore_patterns,
     ignored,
     parse,
@@ -148,7 +148,7 @@ def run_step(
     }
     step_env = inherited | stage_.args | {k: scratch.expand(v) for k, v in env.items()}
     step_env["PATH"] = f"{uv_binary().parent}:{BASE_PATH}"
-    step_env["UV_PYTHON"] = sys._base_executable
+    step_env["UV_PYTHON"] = base_python()
     done = subprocess.run(
         ["/bin/sh", "-ec", scratch.expand(command)],
         cwd=scratch.path(workdir),

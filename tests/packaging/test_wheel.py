@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.packaging.containerfile import base_python
 from tests.packaging.test_containerfile import uv_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         cwd=REPO,
     )
     venv = scratch / "venv"
-    uv("venv", "--quiet", "--python", sys._base_executable, str(venv), cwd=scratch)
+    uv("venv", "--quiet", "--python", base_python(), str(venv), cwd=scratch)
     python = venv / "bin" / "python"
     uv(
         "pip",
