@@ -28,7 +28,9 @@ from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.manager.http import Checks, HttpServer
 from pyccm.manager.serving import ServingSettings
 from pyccm.manager.store import Cache
+from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
+from pyccm.protocol.projections import views
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ class ManagerSettings:
     writer_threads: int = 8
     # A worker silent for 3 heartbeats is unhealthy (DESIGN §2).
     worker_silence: float = 3.0
+    # --load-balancer-class(-only): the Services the service view carries; upstream's
+    # default, only those without a class.
+    load_balancer_classes: LoadBalancerClasses = UNCLASSED
 
 
 def review_client_settings(settings: ManagerSettings) -> KubeSettings:
@@ -63,7 +68,11 @@ class Manager:
         self.session = SessionId(uuid.uuid4().hex)
         self._client = KubeClient(settings=settings.kube)
         self._pool = ThreadPoolExecutor(settings.writer_threads, thread_name_prefix="writer")
-        self.cache = Cache(session=self.session, publish=self._publish)
+        self.cache = Cache(
+            session=self.session,
+            publish=self._publish,
+            views=views(settings.load_balancer_classes),
+        )
         self._writer = Writer(
             client=self._client,
             cached_node=self.cache.nodes.get,

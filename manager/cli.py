@@ -16,6 +16,10 @@ from pyccm.protocol.addresses import (
 )
 from pyccm.protocol.controllers import parse_controllers
 from pyccm.protocol.durations import duration_flag
+from pyccm.protocol.load_balancer_class import (
+    add_load_balancer_class_flags,
+    load_balancer_classes,
+)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,6 +88,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="kube-system",
         help="namespace of the Lease (default %(default)s)",
     )
+    add_load_balancer_class_flags(parser)
     add_serving_flags(parser)
     add_bus_flags(parser)
     add_advertise_flag(parser)
@@ -217,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         )
         election.validate()
         serving, access = serving_settings(args)
+        classes = load_balancer_classes(args)
     except ValueError as error:
         print(f"pyccm manager: {error}")
         return 2
@@ -236,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         serving=serving,
         access=access,
         expected_workers=expected_workers(controllers, args.service_shards),
+        load_balancer_classes=classes,
     )
     try:
         manager = Manager(settings=settings)

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
+from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import Topic
 from pyccm.protocol.views import (
     Node,
@@ -38,9 +40,10 @@ from pyccm.protocol.views import (
 LB_FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 
 
-def wants_load_balancer(service: Service) -> bool:
-    """Type LoadBalancer and no `loadBalancerClass` (a class means another controller)."""
-    return service.spec.type == "LoadBalancer" and service.spec.load_balancer_class is None
+def wants_load_balancer(service: Service, *, classes: LoadBalancerClasses) -> bool:
+    """Type LoadBalancer and a `loadBalancerClass` this tree claims (by default none:
+    a class means another controller, as upstream)."""
+    return service.spec.type == "LoadBalancer" and classes.claims(service.spec.load_balancer_class)
 
 
 def _conditions(node: Node, kinds: frozenset[str]) -> tuple[NodeCondition, ...]:
@@ -108,13 +111,16 @@ def service_node(node: Node) -> Node:
     )
 
 
-def service_service(service: Service) -> Service | None:
-    """A Service the service controller can act on: one that wants a load balancer, or
-    one that still holds our finalizer (its load balancer is left to delete). Any other
-    Service is absent from the replica, as if deleted: a Service that stops wanting a
-    load balancer without our finalizer looks deleted to the controller, which then
-    deletes what it created, as upstream does for a deleted Service."""
-    if not (wants_load_balancer(service) or LB_FINALIZER in service.metadata.finalizers):
+def service_service(
+    service: Service, *, classes: LoadBalancerClasses = UNCLASSED
+) -> Service | None:
+    """A Service the service controller can act on: one that wants a load balancer from
+    this tree (`classes`), or one that still holds our finalizer (its load balancer is left
+    to delete). Any other Service is absent from the replica, as if deleted: a Service that
+    stops wanting a load balancer without our finalizer looks deleted to the controller,
+    which then deletes what it created, as upstream does for a deleted Service."""
+    wanted = wants_load_balancer(service, classes=classes)
+    if not (wanted or LB_FINALIZER in service.metadata.finalizers):
         return None
     meta = service.metadata
     # Everything but the resourceVersion: a Service's own fields are what the controller
@@ -156,13 +162,19 @@ class View:
         )
 
 
-# Keyed by the controllers' canonical names (protocol.controllers.CONTROLLERS).
-VIEWS: dict[str, View] = {
-    "cloud-node": View(node=cloud_node_node),
-    "cloud-node-lifecycle": View(node=lifecycle_node),
-    "route": View(node=route_node),
-    "service": View(node=service_node, service=service_service),
-}
+def views(classes: LoadBalancerClasses = UNCLASSED) -> dict[str, View]:
+    """Every controller's view, keyed by the controllers' canonical names
+    (protocol.controllers.CONTROLLERS); the service view keeps the Services of `classes`."""
+    return {
+        "cloud-node": View(node=cloud_node_node),
+        "cloud-node-lifecycle": View(node=lifecycle_node),
+        "route": View(node=route_node),
+        "service": View(node=service_node, service=partial(service_service, classes=classes)),
+    }
+
+
+# Upstream's claim: only Services without a class.
+VIEWS: dict[str, View] = views()
 
 
 def channel(view: str, topic: Topic) -> str:

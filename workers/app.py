@@ -16,6 +16,7 @@ from prometheus_client import Gauge
 from pyccm.logs import configure
 from pyccm.protocol.addresses import client_curve, resolve
 from pyccm.protocol.controllers import canonical
+from pyccm.protocol.load_balancer_class import UNCLASSED, load_balancer_classes
 from pyccm.protocol.messages import SessionId
 from pyccm.provider.errors import ConfigError
 from pyccm.provider.interface import Cloud
@@ -73,10 +74,14 @@ def build_controller(
             raise Disabled(f"cloud provider {cloud.name!r} has no load-balancer support")
         try:
             shard = Shard.parse(args.shard)
+            classes = load_balancer_classes(args)
         except ValueError as error:
             raise ConfigError(str(error)) from None
         service = ServiceSettings(
-            workers=args.concurrent_service_syncs, resync_period=args.lb_resync_period, shard=shard
+            workers=args.concurrent_service_syncs,
+            resync_period=args.lb_resync_period,
+            shard=shard,
+            classes=classes,
         )
         controller = ServiceController(
             replica=replica, load_balancers=load_balancers, commit=commit, settings=service
@@ -156,13 +161,17 @@ def _transport(
     which picks what the manager sends this worker (protocol.projections)."""
     if args.standalone:
         from pyccm.kubeapi.client import KubeSettings
+        from pyccm.protocol.projections import views
         from pyccm.workers.runtime.standalone import StandaloneTransport
 
+        # The manager's projection, with the service controller's claim of classes.
+        classes = controller.classes if isinstance(controller, ServiceController) else UNCLASSED
         return StandaloneTransport(
             kube=KubeSettings(kubeconfig=args.kubeconfig),
             view=view,
             topics=controller.topics,
             replica=replica,
+            views=views(classes),
         )
     pub, router = resolve(args)
     return BusClient(

@@ -8,6 +8,7 @@ from pyccm.logs import add_log_format_flag
 from pyccm.protocol.addresses import add_bus_flags
 from pyccm.protocol.controllers import CONTROLLERS, WORKER_ALIASES
 from pyccm.protocol.durations import duration_flag
+from pyccm.protocol.load_balancer_class import add_load_balancer_class_flags
 
 DURATION = "seconds, or a duration such as 5s or 5m"
 
@@ -78,6 +79,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=600.0,
         help="re-ensure every LB Service this often; reads only unless drifted (default 10m)",
     )
+    add_load_balancer_class_flags(service)
     route = parser.add_argument_group("route")
     route.add_argument(
         "--cluster-cidr", default="", help="pod CIDR(s), comma-separated, one per IP family"

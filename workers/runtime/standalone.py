@@ -8,6 +8,7 @@ through `kubeapi` (the API layer the manager also uses), never through `manager/
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
@@ -41,7 +42,13 @@ class _TopicSink:
 
 class StandaloneTransport:
     def __init__(
-        self, *, kube: KubeSettings, view: str, topics: tuple[Topic, ...], replica: Replica
+        self,
+        *,
+        kube: KubeSettings,
+        view: str,
+        topics: tuple[Topic, ...],
+        replica: Replica,
+        views: Mapping[str, View] = VIEWS,
     ) -> None:
         self._client = KubeClient(settings=kube)
         self._writer = Writer(client=self._client)
@@ -55,7 +62,7 @@ class StandaloneTransport:
             Informer(
                 client=self._client,
                 resource=resources[topic],
-                sink=_TopicSink(replica, topic, VIEWS[view]),
+                sink=_TopicSink(replica, topic, views[view]),
             )
             for topic in topics
         ]

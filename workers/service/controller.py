@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import msgspec
 from prometheus_client import Counter, Histogram
 
+from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import (
     Ack,
     Action,
@@ -103,6 +104,9 @@ class ServiceSettings:
     # --lb-resync-period: every LB Service is re-ensured this often (reads unless drifted).
     resync_period: float = 600.0
     shard: Shard = field(default_factory=Shard)
+    # --load-balancer-class(-only): the Services' classes this tree claims; upstream's
+    # default, only Services without a class.
+    classes: LoadBalancerClasses = UNCLASSED
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,11 @@ class ServiceController:
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return service_controller_rate_limiter()
 
+    @property
+    def classes(self) -> LoadBalancerClasses:
+        """The Services' load-balancer classes this controller claims."""
+        return self._settings.classes
+
     # --- what enqueues a Service ------------------------------------------------------
 
     def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
@@ -215,10 +224,13 @@ class ServiceController:
             # ones that look done wait behind those that need work, so a worker restarted
             # over and over still gets new Services their load balancers.
             return (Later(key),)
-        moved_away = isinstance(old, Service) and wants_load_balancer(old)
-        if wants_load_balancer(new) or needs_cleanup(new) or moved_away:
+        moved_away = isinstance(old, Service) and self._wants(old)
+        if self._wants(new) or needs_cleanup(new) or moved_away:
             return (key,)
         return ()
+
+    def _wants(self, service: Service) -> bool:
+        return wants_load_balancer(service, classes=self._settings.classes)
 
     def _converged_elsewhere(self, key: str, service: Service) -> bool:
         """Synced before this process saw it: ours, with an address, and not going away."""
@@ -226,7 +238,7 @@ class ServiceController:
             if key in self._synced:
                 return False
         return (
-            wants_load_balancer(service)
+            self._wants(service)
             and not needs_cleanup(service)
             and FINALIZER in service.metadata.finalizers
             and bool(service.status.load_balancer.ingress)
@@ -255,7 +267,7 @@ class ServiceController:
 
     def _owned_services(self) -> list[Service]:
         owns = self._settings.shard.owns
-        return [s for s in self._replica.services() if wants_load_balancer(s) and owns(s.key)]
+        return [s for s in self._replica.services() if self._wants(s) and owns(s.key)]
 
     def _owned_load_balancers(self) -> list[str]:
         return [service.key for service in self._owned_services()]
@@ -283,22 +295,22 @@ class ServiceController:
             prior = self._synced.get(key)
         if service is None:
             # Deleted without our finalizer (a user removed it): delete what we made.
-            if prior is not None and wants_load_balancer(prior.service):
+            if prior is not None and self._wants(prior.service):
                 self._delete_orphan(key, prior.service)
             self._forget(key)
             return ()
         if prior is not None and prior.service.metadata.uid != service.metadata.uid:
             # Deleted and re-created under the same name: the old LB goes first.
-            if wants_load_balancer(prior.service):
+            if self._wants(prior.service):
                 self._delete_orphan(key, prior.service)
             self._forget(key)
             prior = None
         if needs_cleanup(service) or (
-            not wants_load_balancer(service) and _may_have_ours(service, prior)
+            not self._wants(service) and self._may_have_ours(service, prior)
         ):
             self._cleanup(key, service)
             return ()
-        if not wants_load_balancer(service):
+        if not self._wants(service):
             return ()
         self._ensure_or_update(key, service, prior)
         return ()
@@ -358,7 +370,9 @@ class ServiceController:
                 # Done and acked; the replica has not seen the finalizer go yet.
                 return
         events = self._delete_load_balancer(service)
-        status = service.status.load_balancer.ingress
+        # A Service of another class (deleted while holding our finalizer) has the other
+        # controller's status: only our finalizer goes.
+        status = service.status.load_balancer.ingress if not self._foreign(service) else ()
         if FINALIZER in service.metadata.finalizers or status:
             events.append(
                 PatchServiceStatus(
@@ -418,7 +432,7 @@ class ServiceController:
     # --- the ensure branch --------------------------------------------------------------
 
     def _ensure_or_update(self, key: str, service: Service, prior: Synced | None) -> None:
-        spec = spec_print(service)
+        spec = spec_print(service, classes=self._settings.classes)
         with self._lock:
             drift_check = key in self._resync_due
             sweeps = self._sweeps
@@ -527,7 +541,7 @@ class ServiceController:
             service.metadata, annotations={**service.metadata.annotations, **annotations}
         )
         echo = msgspec.structs.replace(service, metadata=merged)
-        self._record(key, service, spec_print(echo), members)
+        self._record(key, service, spec_print(echo, classes=self._settings.classes), members)
 
     def _update_backends(
         self,
@@ -573,6 +587,22 @@ class ServiceController:
         )
         if self._write(key, (*_provider_events(service, provider_events), done)):
             self._record(key, service, prior.spec, members)
+
+    def _foreign(self, service: Service) -> bool:
+        """A Service of a class this tree does not claim: another controller's."""
+        lb_class = service.spec.load_balancer_class
+        return lb_class is not None and not self._settings.classes.claims(lb_class)
+
+    def _may_have_ours(self, service: Service, prior: Synced | None) -> bool:
+        """Whether a live Service that wants no load balancer from us (any more) may still
+        have one of ours: we synced it, or (for a class we claim) its status shows an
+        address. The status of a class we do not claim is another controller's, so such
+        a Service unknown to this process is left alone while it lives
+        (`protocol.load_balancer_class` says how it can hold our finalizer at all)."""
+        if prior is not None:
+            return True
+        claimed = self._settings.classes.claims(service.spec.load_balancer_class)
+        return claimed and bool(service.status.load_balancer.ingress)
 
     def _load_balancer_gone(self, service: Service) -> bool:
         try:
@@ -664,15 +694,6 @@ def _describe(error: Exception) -> str:
 
 def _unstarted(key: str) -> None:
     raise RuntimeError("ServiceController.periodics() must run before a sweep")
-
-
-def _may_have_ours(service: Service, prior: Synced | None) -> bool:
-    """Whether a Service that wants no load balancer (any more) may still have one of ours.
-    A Service with a `loadBalancerClass` never had one (the class is immutable) and its
-    status belongs to the other controller; otherwise what we synced or a status shows."""
-    if service.spec.load_balancer_class is not None:
-        return False
-    return prior is not None or bool(service.status.load_balancer.ingress)
 
 
 def _name(node: Node) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 # The manager's projection for this controller keeps exactly the Services these two
 # decide about (protocol.projections): one definition serves both.
+from pyccm.protocol.load_balancer_class import LoadBalancerClasses
 from pyccm.protocol.projections import LB_FINALIZER, wants_load_balancer
 from pyccm.protocol.views import Node, Service
 
@@ -30,12 +31,12 @@ def needs_cleanup(service: Service) -> bool:
     )
 
 
-def spec_print(service: Service) -> tuple[object, ...]:
+def spec_print(service: Service, *, classes: LoadBalancerClasses) -> tuple[object, ...]:
     """Everything upstream's `needsUpdate` compares: two Services with equal prints need
     no new EnsureLoadBalancer. Not compared, as upstream: labels, selector, status,
     `ipFamilyPolicy`, `allocateLoadBalancerNodePorts`, `internalTrafficPolicy`."""
     spec = service.spec
-    wants = wants_load_balancer(service)
+    wants = wants_load_balancer(service, classes=classes)
     return (
         wants,
         spec.load_balancer_source_ranges if wants else (),
