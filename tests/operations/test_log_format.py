@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import shutil
+import signal
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -30,6 +33,7 @@ from tests.operations.conftest import (
 
 Parse = Callable[[str], list[dict[str, Any]]]
 PARSERS: dict[str, Parse] = {"json": json_records, "text": text_records}
+SUPERVISORD_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
 STARTUP = 60.0
 
 
@@ -178,3 +182,27 @@ def test_the_openstack_simulator_logs_its_requests_in_the_format(
         check_fields(record, process="sim-openstack")
     assert any("GET /identity/v3" in r["msg"] for r in records)
     assert parse_time(records[-1]["time"]) > 0
+
+
+@pytest.mark.e2e
+def test_the_demo_passes_the_format_to_everything_it_starts(tmp_path: Path) -> None:
+    out = tmp_path / "demo.out"
+    arguments = ["demo", "--nodes=1", "--services=1", "--keep", "--log-format=json"]
+    with pyccm(*arguments, log=out, env=environment({})) as demo:
+        wait_for(
+            lambda: "still running" in out.read_text(),
+            timeout=180,
+            what="the demo converges and keeps running",
+        )
+        kubeconfig = re.search(r"kubeconfig (\S+)", out.read_text())
+        assert kubeconfig is not None
+        workdir = Path(kubeconfig.group(1)).parent
+        tree = (workdir / "tree.log").read_text().splitlines()
+        demo.send_signal(signal.SIGINT)
+        demo.wait(60)
+    shutil.rmtree(workdir, ignore_errors=True)
+    # Every line of the tree is JSON, but supervisord's own (`2025-11-25 11:47:00,123 INFO`).
+    records = json_records("\n".join(x for x in tree if not SUPERVISORD_LINE.match(x)))
+    assert "manager" in {r["process"] for r in records}
+    for record in records:
+        check_fields(record, process=record["process"])
