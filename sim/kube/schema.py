@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 Obj = dict[str, Any]
@@ -42,9 +43,19 @@ class Free:
 class Scalar:
     go_type: str
     openapi: Mapping[str, object]
-    admits: Callable[[Any], bool]
+    # The JSON values it holds (a bool is never a number, as in Go).
+    json_types: tuple[type, ...]
     # A value of the right JSON type can still be refused (base64 that is not base64).
-    check: Callable[[Any], str | None] = lambda _value: None
+    check: Callable[[Any], str | None] | None = None
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, self.json_types) and (
+            bool in self.json_types or not isinstance(value, bool)
+        )
+
+    def passes(self, value: Any) -> bool:
+        """The common case, checked inline by the walk: admitted, nothing more to check."""
+        return self.check is None and self.admits(value)
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class Struct:
     name: str
     fields: Mapping[str, Shape]
 
-    @property
+    @cached_property
     def go_name(self) -> str:
         return self.name.rsplit(".", 1)[-1]
 
@@ -86,10 +97,6 @@ Shape = Free | Scalar | Struct | ListOf | MapOf
 ANY = Free()
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _base64_error(value: Any) -> str | None:
     try:
         base64.b64decode(value, validate=True)
@@ -106,102 +113,101 @@ def _first_bad_byte(text: str) -> int:
     return len(text) - len(text) % 4
 
 
-STRING = Scalar("string", {"type": "string"}, lambda v: isinstance(v, str))
-BOOL = Scalar("bool", {"type": "boolean"}, lambda v: isinstance(v, bool))
-INT32 = Scalar("int32", {"type": "integer", "format": "int32"}, _is_int)
-INT64 = Scalar("int64", {"type": "integer", "format": "int64"}, _is_int)
-INT_OR_STRING = Scalar(
-    "intstr.IntOrString",
-    {"x-kubernetes-int-or-string": True},
-    lambda v: isinstance(v, str) or _is_int(v),
-)
+STRING = Scalar("string", {"type": "string"}, (str,))
+BOOL = Scalar("bool", {"type": "boolean"}, (bool,))
+INT32 = Scalar("int32", {"type": "integer", "format": "int32"}, (int,))
+INT64 = Scalar("int64", {"type": "integer", "format": "int64"}, (int,))
+INT_OR_STRING = Scalar("intstr.IntOrString", {"x-kubernetes-int-or-string": True}, (int, str))
 # resource.Quantity unmarshals from a string or a JSON number ("500m", 2, 0.5).
-QUANTITY = Scalar(
-    "resource.Quantity",
-    {"x-kubernetes-int-or-string": True},
-    lambda v: isinstance(v, str | int | float) and not isinstance(v, bool),
-)
-BYTES = Scalar(
-    "[]uint8", {"type": "string", "format": "byte"}, lambda v: isinstance(v, str), _base64_error
-)
+QUANTITY = Scalar("resource.Quantity", {"x-kubernetes-int-or-string": True}, (str, int, float))
+BYTES = Scalar("[]uint8", {"type": "string", "format": "byte"}, (str,), _base64_error)
 STRINGS = ListOf(STRING)
 
 
 # -- decoding -------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class _At:
-    """Where the walk is: the path as the API server prints unknown fields
-    (`spec.template.spec.containers[0].foo`), the path without indices Go's decoder prints,
-    and the struct that holds it."""
-
-    shown: str = ""
-    go_field: str = ""
-    owner: str = ""
-
-    def field(self, name: str, owner: Struct) -> _At:
-        return _At(
-            f"{self.shown}.{name}" if self.shown else name,
-            f"{self.go_field}.{name}" if self.go_field else name,
-            owner.go_name,
-        )
-
-    def item(self, index: int | str) -> _At:
-        return _At(f"{self.shown}[{index}]", self.go_field, self.owner)
+Trail = tuple[Any, ...] | None
+"""Where the walk is, built only as a linked list of (parent trail, field name or list
+index, the struct holding the field): every write walks its object, and the paths are
+only spelled out for the rare unknown field or decoding error."""
 
 
 def conform(shape: Struct, obj: Obj) -> list[str]:
     """Decode `obj` as the Go struct would, in place: raise DecodeError for a value of the
-    wrong JSON type, drop nulls and unknown fields, and return the unknown fields' paths."""
+    wrong JSON type, drop nulls and unknown fields, and return the unknown fields' paths
+    as the API server prints them (`spec.template.spec.containers[0].foo`)."""
     unknown: list[str] = []
-    _conform_struct(shape, obj, _At(), unknown)
+    _conform_struct(shape, obj, None, unknown)
     return unknown
 
 
-def _conform(shape: Shape, value: Any, at: _At, unknown: list[str]) -> None:
+def _conform(shape: Shape, value: Any, trail: Trail, unknown: list[str]) -> None:
     match shape:
         case Free():
             return
         case Scalar():
             if not shape.admits(value):
-                raise DecodeError(_mismatch(value, shape.go_type, at))
-            problem = shape.check(value)
+                raise DecodeError(_mismatch(value, shape.go_type, trail))
+            problem = shape.check(value) if shape.check else None
             if problem:
                 raise DecodeError(problem)
         case Struct():
-            _expect(value, dict, shape, at)
-            _conform_struct(shape, value, at, unknown)
+            _expect(value, dict, shape, trail)
+            _conform_struct(shape, value, trail, unknown)
         case ListOf():
-            _expect(value, list, shape, at)
-            for index, item in enumerate(value):
-                _conform_item(shape.items, item, at.item(index), unknown)
+            _expect(value, list, shape, trail)
+            _conform_items(shape.items, enumerate(value), trail, unknown)
         case MapOf():
-            _expect(value, dict, shape, at)
-            for key, item in value.items():
-                _conform_item(shape.values, item, at.item(key), unknown)
+            _expect(value, dict, shape, trail)
+            _conform_items(shape.values, value.items(), trail, unknown)
 
 
-def _expect(value: Any, json_type: type, shape: Shape, at: _At) -> None:
-    if not isinstance(value, json_type):
-        raise DecodeError(_mismatch(value, _go_type(shape), at))
+def _conform_items(
+    shape: Shape, items: Iterable[tuple[Any, Any]], trail: Trail, unknown: list[str]
+) -> None:
+    if shape is ANY:
+        return
+    for key, item in items:
+        if item is not None:
+            _conform(shape, item, (trail, key, None), unknown)
 
 
-def _conform_item(shape: Shape, item: Any, at: _At, unknown: list[str]) -> None:
-    if item is not None:
-        _conform(shape, item, at, unknown)
-
-
-def _conform_struct(shape: Struct, value: Obj, at: _At, unknown: list[str]) -> None:
-    for name in list(value):
+def _conform_struct(shape: Struct, value: Obj, trail: Trail, unknown: list[str]) -> None:
+    dropped = []
+    for name, item in value.items():
         field = shape.fields.get(name)
         if field is None:
-            unknown.append(at.field(name, shape).shown)
-            del value[name]
-        elif value[name] is None:
-            del value[name]
+            unknown.append(_shown((trail, name, shape)))
+            dropped.append(name)
+        elif item is None:
+            dropped.append(name)
+        elif field is not ANY and not (type(field) is Scalar and field.passes(item)):
+            _conform(field, item, (trail, name, shape), unknown)
+    for name in dropped:
+        del value[name]
+
+
+def _expect(value: Any, json_type: type, shape: Shape, trail: Trail) -> None:
+    if not isinstance(value, json_type):
+        raise DecodeError(_mismatch(value, _go_type(shape), trail))
+
+
+def _steps(trail: Trail) -> list[tuple[Any, Struct | None]]:
+    steps = []
+    while trail is not None:
+        trail, step, owner = trail
+        steps.append((step, owner))
+    return steps[::-1]
+
+
+def _shown(trail: Trail) -> str:
+    text = ""
+    for step, owner in _steps(trail):
+        if owner is None:
+            text += f"[{step}]"
         else:
-            _conform(field, value[name], at.field(name, shape), unknown)
+            text += f".{step}" if text else str(step)
+    return text
 
 
 def _go_type(shape: Shape) -> str:
@@ -226,10 +232,15 @@ def _json_kind(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def _mismatch(value: Any, go_type: str, at: _At) -> str:
+def _mismatch(value: Any, go_type: str, trail: Trail) -> str:
+    """Go's UnmarshalTypeError: the struct holding the field, and the field's path."""
+    steps = [(step, owner) for step, owner in _steps(trail) if owner is not None]
+    if not steps:
+        return f"json: cannot unmarshal {_json_kind(value)} into Go value of type {go_type}"
+    path = ".".join(str(step) for step, _ in steps)
     return (
         f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
-        f"{at.owner}.{at.go_field} of type {go_type}"
+        f"{steps[-1][1].go_name}.{path} of type {go_type}"
     )
 
 

@@ -94,7 +94,12 @@ def kind(type_name: str, untyped: str = "", /, **typed: Shape) -> Struct:
 
 _PORT_NUMBER = {"port": INT_OR_STRING}
 HTTP_GET = struct(
-    _CORE + "HTTPGetAction", "httpHeaders", host=STRING, path=STRING, scheme=STRING, **_PORT_NUMBER
+    _CORE + "HTTPGetAction",
+    "httpHeaders protocol",
+    host=STRING,
+    path=STRING,
+    scheme=STRING,
+    **_PORT_NUMBER,
 )
 PROBE = struct(
     _CORE + "Probe",

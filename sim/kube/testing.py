@@ -14,7 +14,8 @@
 
 The server runs on 127.0.0.1 with an ephemeral port, on its own event loop in a
 background thread, so synchronous tests, threads and other event loops can all use it.
-`knobs` are `SimSettings` fields (seed_nodes, seed_services, rbac_files, tokens,
+`knobs` are `SimSettings` fields (seed_nodes, seed_services, rbac (enforce RBAC from the
+roles and bindings stored, e.g. applied with kubectl), rbac_files, tokens, tls,
 history_size, bookmark_interval, watch_buffer, random_seed, ...). Every helper on the
 handle is thread-safe: it runs on the server's loop and waits for the result.
 

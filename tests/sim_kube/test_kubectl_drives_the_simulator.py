@@ -112,8 +112,7 @@ def test_kubectl_create_from_a_file_and_watch(tls_kube: KubeSimHandle, tmp_path:
         deadline = time.monotonic() + 20
         while tls_kube.open_watches() == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-        # No OpenAPI document is served, so kubectl's schema validation is off.
-        kubectl(tls_kube, "create", "-f", str(manifest), "--validate=false")
+        kubectl(tls_kube, "create", "-f", str(manifest))
         assert tls_kube.get("services", "web", "default") is not None
         tls_kube.cut_watches()
         output, _ = watcher.communicate(timeout=20)

@@ -167,7 +167,8 @@ def test_no_new_finalizers_while_deleting(kube: KubeSimHandle, core: Any) -> Non
 def test_deleting_a_namespace_deletes_its_objects(kube: KubeSimHandle, core: Any) -> None:
     core.delete_namespace("team-a")
     namespace = kube.get("namespaces", "team-a")
-    assert namespace is not None and namespace["status"]["phase"] == "Terminating"
+    assert namespace is not None
+    assert namespace["status"]["phase"] == "Terminating"
     # The namespace controller empties it a moment later, then the namespace goes.
     kube.wait_for("services", "svc-00001", lambda s: s is None, namespace="team-a")
     kube.wait_for("namespaces", "team-a", lambda n: n is None)
