@@ -172,7 +172,7 @@ class Manager:
     def _lost(self) -> None:
         with self._transition:
             self._letting_go.set()
-            self.bus.pause("lost the lease")
+            self.bus.pause("lost the lease", leaving=True)
             self.bus.serve(False)
         time.sleep(0.2)  # let the pause reach the workers before we die
         self.exit_code = 1
@@ -182,7 +182,7 @@ class Manager:
         log.info("signal %d: pausing workers and releasing the lease", signum)
         with self._transition:
             self._letting_go.set()
-            self.bus.pause("manager shutting down")
+            self.bus.pause("manager shutting down", leaving=True)
             self.bus.serve(False)
         for informer in self._informers:
             informer.stop()

@@ -198,13 +198,13 @@ class BusServer:
         else:
             self._serving.clear()
 
-    def pause(self, reason: str) -> None:
+    def pause(self, reason: str, *, leaving: bool = False) -> None:
         self._paused = True
         self._push(
             [
                 _PUB,
                 Topic.CONTROL.value.encode(),
-                encode(Pause(session=self._session, reason=reason)),
+                encode(Pause(session=self._session, reason=reason, leaving=leaving)),
             ]
         )
 

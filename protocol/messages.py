@@ -27,7 +27,8 @@ from pyccm.protocol.views import (
 )
 
 # 2: a Hello names its view (protocol.projections); heartbeats count sequences per channel.
-# Still 2 with `Hello.endpoints` and `Refused.leader` (leader discovery, manager/BUS.md):
+# Still 2 with `Hello.endpoints`, `Refused.leader` and `Pause.leaving` (leader discovery,
+# manager/BUS.md):
 # both have defaults, and a peer that does not know them ignores them, which is the
 # behaviour before them (the worker stays where it dialled). No bump, so a rolling upgrade
 # of split-mode pods is not refused for good half-way through.
@@ -79,6 +80,9 @@ class Pause(_Message, frozen=True, tag="pause"):
     """Stop starting syncs (the manager is losing or giving up the lease)."""
 
     reason: str = ""
+    # This manager stops serving for good (SIGTERM, a lost Lease): a worker that followed it
+    # to its advertised addresses goes back to its seeds now, not after 3 s of silence.
+    leaving: bool = False
 
 
 class Resume(_Message, frozen=True, tag="resume"):

@@ -162,6 +162,20 @@ def test_a_silent_leader_sends_the_worker_back_to_its_seeds(replicas: Replicas) 
     assert client.leader_changes == 1
 
 
+def test_a_leaving_leader_sends_the_worker_back_to_its_seeds_at_once(replicas: Replicas) -> None:
+    named: dict[str, Endpoints | None] = {"leader": replicas.endpoints("a")}
+    leader = replicas.manager("a", nodes=("n",), serving=True)
+    replicas.manager("b", serving=False, leader=lambda: named["leader"])
+    client, replica = replicas.worker(replicas.endpoints("b"))
+    eventually(replica.synced.is_set)
+    # SIGTERM: the leader pauses its workers, saying it is leaving, and releases the Lease.
+    named["leader"] = None
+    leader.pause("manager shutting down", leaving=True)
+    # The leader still beats (it is alive), so no silence: the pause alone moves the worker.
+    eventually(lambda: client.endpoints == replicas.endpoints("b"))
+    assert not replica.synced.is_set()
+
+
 def test_a_refusal_naming_no_leader_sends_the_worker_back_to_its_seeds(
     replicas: Replicas,
 ) -> None:

@@ -84,6 +84,12 @@ _HANDSHAKE_FAILURES: dict[int, str] = {
 }
 
 
+# A failure "with no detail" is how a wrong server key looks, but also a manager (or a
+# Service's backend) going away mid-handshake, which a failover does once: only a run of
+# this many in a row is reported (libzmq retries a wrong key every ~100 ms).
+_NO_DETAIL_RUN = 3
+
+
 @dataclass(frozen=True)
 class BusClientSettings:
     pub_address: str
@@ -172,6 +178,7 @@ class BusClient:
         # CURVE handshakes the manager turned down (an unknown key or the wrong server key).
         self.handshake_failures = 0
         self._refused_logged = False
+        self._failures_in_a_row = 0
         self._drops = DropLog(side="worker")
         # Sync state, owned by the bus thread.
         self._manager: SessionId | None = None
@@ -300,6 +307,7 @@ class BusClient:
         self._fail_pending("the worker is moving to another manager")
         self._link.close()
         self._link = self._open(endpoints)
+        self._failures_in_a_row = 0
         self._moved_at = self._last_heard = time.monotonic()
         self._unsynced_moves += 1
         if endpoints == self._seeds:
@@ -345,8 +353,15 @@ class BusClient:
                 return
             if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._refused_logged = False
+                self._failures_in_a_row = 0
                 continue
             self.handshake_failures += 1
+            self._failures_in_a_row += 1
+            if (
+                event["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                and self._failures_in_a_row < _NO_DETAIL_RUN
+            ):
+                continue
             # libzmq retries on its own; one line per run of failures, not one per retry.
             if not self._refused_logged:
                 self._refused_logged = True
@@ -399,6 +414,9 @@ class BusClient:
                 self._on_ack(message)
             case Pause():
                 self.paused.set()
+                if message.leaving and self.endpoints != self._seeds:
+                    log.info("the manager at %s is leaving", self.endpoints[1])
+                    self._plan_move(self._seeds)
             case Resume():
                 self.paused.clear()
             case Refused():
@@ -454,6 +472,7 @@ class BusClient:
         if not self._awaiting:
             self._unsynced_moves = 0
             self._replica.synced.set()
+            log.info("replica synced from the manager at %s", self.endpoints[1])
 
     def _on_heartbeat(self, beat: Heartbeat) -> None:
         if beat.paused:
