@@ -167,8 +167,9 @@ def _conform_items(
 ) -> None:
     if shape is ANY:
         return
+    scalar = shape if type(shape) is Scalar else None
     for key, item in items:
-        if item is not None:
+        if item is not None and not (scalar and scalar.passes(item)):
             _conform(shape, item, (trail, key, None), unknown)
 
 
