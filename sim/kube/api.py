@@ -605,8 +605,10 @@ def _decode_applied(body: bytes) -> Obj:
         applied = _decode(body)
     except msgspec.DecodeError:
         try:
-            applied = yaml.safe_load(body)
-        except (yaml.YAMLError, UnicodeDecodeError) as error:
+            loaded = yaml.safe_load(body)
+            # Through JSON, as the API server reads YAML: timestamps stay strings.
+            applied = _decode(msgspec.json.encode(loaded))
+        except (yaml.YAMLError, UnicodeDecodeError, TypeError, msgspec.EncodeError) as error:
             raise errors.bad_request(f"error decoding YAML: {error}") from error
     if not isinstance(applied, dict):
         raise errors.bad_request("error decoding YAML: the apply configuration is not an object")

@@ -156,20 +156,29 @@ def _conform(shape: Shape, value: Any, trail: Trail, unknown: list[str]) -> None
             _conform_struct(shape, value, trail, unknown)
         case ListOf():
             _expect(value, list, shape, trail)
-            _conform_items(shape.items, enumerate(value), trail, unknown)
+            _conform_items(shape.items, value, enumerate(value), trail, unknown)
         case MapOf():
             _expect(value, dict, shape, trail)
-            _conform_items(shape.values, value.items(), trail, unknown)
+            _conform_items(shape.values, value, value.items(), trail, unknown)
 
 
 def _conform_items(
-    shape: Shape, items: Iterable[tuple[Any, Any]], trail: Trail, unknown: list[str]
+    shape: Shape,
+    container: Any,
+    items: Iterable[tuple[Any, Any]],
+    trail: Trail,
+    unknown: list[str],
 ) -> None:
     if shape is ANY:
         return
     scalar = shape if type(shape) is Scalar else None
     for key, item in items:
-        if item is not None and not (scalar and scalar.passes(item)):
+        if item is None:
+            # Go decodes a null item of a []string or map[string]string as "" (a null
+            # struct item stays, as a zero struct would).
+            if scalar is not None:
+                container[key] = scalar.json_types[0]()
+        elif not (scalar and scalar.passes(item)):
             _conform(shape, item, (trail, key, None), unknown)
 
 

@@ -325,3 +325,25 @@ def test_apply_and_force_are_checked_like_the_api_server(kube: KubeSimHandle) ->
     assert invalid_fields(merge) == ["force"]
     wrong_kind = apply(kube, {**deployment(), "kind": "StatefulSet"})
     assert wrong_kind.status == 400
+
+
+def test_nulls_decode_as_go_zero_values(kube: KubeSimHandle) -> None:
+    body = deployment()
+    body["metadata"]["labels"] = {"kept": "yes", "empty": None}
+    body["spec"]["paused"] = None
+    assert send(kube, "POST", DEPLOYMENTS, body).status == 201
+    assert stored(kube)["metadata"]["labels"] == {"kept": "yes", "empty": ""}
+    assert "paused" not in stored(kube)["spec"]
+
+
+def test_an_apply_configuration_may_be_yaml(kube: KubeSimHandle) -> None:
+    config = (
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n"
+        b"data: {when: 2024-01-01T00:00:00Z}\n"
+    )
+    path = "/api/v1/namespaces/default/configmaps/c?fieldManager=ci"
+    reply = http(kube, "PATCH", path, config, content_type=APPLY)
+    assert reply.status == 201
+    assert reply.json()["data"] == {"when": "2024-01-01T00:00:00Z"}
+    not_yaml = http(kube, "PATCH", path, b"{a: [", content_type=APPLY)
+    assert (not_yaml.status, not_yaml.json()["reason"]) == (400, "BadRequest")
