@@ -168,12 +168,17 @@ def test_a_leaving_leader_sends_the_worker_back_to_its_seeds_at_once(replicas: R
     replicas.manager("b", serving=False, leader=lambda: named["leader"])
     client, replica = replicas.worker(replicas.endpoints("b"))
     eventually(replica.synced.is_set)
-    # SIGTERM: the leader pauses its workers, saying it is leaving, and releases the Lease.
-    named["leader"] = None
+    # SIGTERM: the leader pauses its workers, saying it is leaving, and releases the Lease;
+    # the standby has not re-read the Lease yet, so it still names the leaving leader.
     leader.pause("manager shutting down", leaving=True)
     # The leader still beats (it is alive), so no silence: the pause alone moves the worker.
     eventually(lambda: client.endpoints == replicas.endpoints("b"))
+    # Back to the leaving leader would be 0.25 s later; it is not followed again meanwhile.
+    time.sleep(0.5)
+    assert client.endpoints == replicas.endpoints("b")
+    assert client.leader_changes == 1
     assert not replica.synced.is_set()
+    named["leader"] = None
 
 
 def test_a_refusal_naming_no_leader_sends_the_worker_back_to_its_seeds(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,6 +88,7 @@ class Split:
 
     world: World
     directory: Path
+    election: tuple[str, ...] = ELECTION
     processes: list[Process] = field(default_factory=list)
 
     @property
@@ -105,7 +107,7 @@ class Split:
             f"--kubeconfig={self.world.kubeconfig}",
             "--controllers=cloud-node",
             "--secure-port=0",
-            *ELECTION,
+            *self.election,
             f"--bus-pub={pub}",
             f"--bus-router={router}",
             f"--bus-curve-dir={self.keys / 'manager'}",
@@ -150,8 +152,9 @@ class Split:
 
 
 @contextmanager
-def split_mode(world: World) -> Iterator[Split]:
-    split = Split(world=world, directory=Path(tempfile.mkdtemp(dir=world.workdir)))
+def split_mode(world: World, election: tuple[str, ...] = ELECTION) -> Iterator[Split]:
+    directory = Path(tempfile.mkdtemp(dir=world.workdir))
+    split = Split(world=world, directory=directory, election=election)
     generated = subprocess.run(
         [sys.executable, "-m", "pyccm", "keys", "generate", str(split.keys), "--workers", "node"],
         capture_output=True,
@@ -378,19 +381,29 @@ def test_a_worker_behind_a_service_follows_a_sigterm_handover(world: World, kube
     print(f"\nSIGTERM handover: {failover}")
 
 
-def measure(runs: int) -> None:
+def measure(runs: int, *, lease: str, kinds: str) -> None:
     """Failover timings, for the record (not a test: timings live outside the tests)."""
-    for kill, name in ((signal.SIGKILL, "SIGKILL"), (signal.SIGTERM, "SIGTERM")):
+    duration, deadline, retry = lease.split(",")
+    election = (
+        f"--leader-elect-lease-duration={duration}",
+        f"--leader-elect-renew-deadline={deadline}",
+        f"--leader-elect-retry-period={retry}",
+    )
+    signals = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM}
+    for name in kinds.split(","):
+        kill = signals[name]
         for index in range(runs):
             workdir = Path(tempfile.mkdtemp(prefix="pyccm-split-bench-"))
             with ExitStack() as stack:
                 world = stack.enter_context(simulators(workdir, nodes=2, servers=3, latency=0))
                 kube = Kube(world.kubeconfig)
                 stack.callback(kube.client.close)
-                split = stack.enter_context(split_mode(world))
+                split = stack.enter_context(split_mode(world, election))
                 result = run_failover(
                     split, kube, kill=kill, node="node-0002", via_service=kill == signal.SIGTERM
                 )
+            # Logs of a run that failed stay for the reader (the wait raised above).
+            shutil.rmtree(workdir, ignore_errors=True)
             print(
                 f"{name} run {index + 1}: took over {result.took_over_after_kill:.2f} s after "
                 f"the kill; worker re-synced {result.resynced:.2f} s and a new node "
@@ -401,5 +414,10 @@ def measure(runs: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=measure.__doc__)
-    parser.add_argument("--runs", type=int, default=3)
-    measure(parser.parse_args().runs)
+    parser.add_argument("--runs", type=int, default=3, help="failovers of each kind")
+    parser.add_argument(
+        "--lease", default="3,2,0.5", help="lease duration, renew deadline, retry period (s)"
+    )
+    parser.add_argument("--kinds", default="SIGKILL,SIGTERM", help="SIGKILL and/or SIGTERM")
+    args = parser.parse_args()
+    measure(args.runs, lease=args.lease, kinds=args.kinds)

@@ -196,6 +196,9 @@ class BusClient:
         self._move_due = 0.0
         self._moved_at = -float("inf")
         self._unsynced_moves = 0
+        # The manager that last said it was leaving, and when: not followed again for a
+        # silence timeout, as a standby may still name it until it re-reads the Lease.
+        self._left: tuple[Endpoints, float] | None = None
         self.leader_changes = 0
         self._leader_changes = LEADER_CHANGES.labels(worker=worker)
         self._thread = threading.Thread(target=self._run, name="bus-client", daemon=True)
@@ -325,6 +328,10 @@ class BusClient:
             return
         here = self.endpoints
         leader = tuple(refused.leader)
+        if self._just_left(leader):
+            # A standby that has not re-read the Lease since the leader released it still
+            # names the leader that just said it is leaving: that is no leader.
+            leader = ()
         if len(leader) == 2 and leader != here:
             self._plan_move((leader[0], leader[1]))
         elif not leader and here != self._seeds:
@@ -333,6 +340,12 @@ class BusClient:
             self._plan_move(self._seeds)
         else:
             log.info("manager not serving yet (%s); asking again", refused.reason)
+
+    def _just_left(self, leader: tuple[str, ...]) -> bool:
+        if self._left is None:
+            return False
+        endpoints, when = self._left
+        return leader == endpoints and time.monotonic() - when < self._settings.silence_timeout
 
     def _watch_handshakes(self, dealer: zmq.Socket[bytes]) -> zmq.Socket[bytes] | None:
         """With CURVE, a refused key would otherwise look like a manager that never answers."""
@@ -416,6 +429,7 @@ class BusClient:
                 self.paused.set()
                 if message.leaving and self.endpoints != self._seeds:
                     log.info("the manager at %s is leaving", self.endpoints[1])
+                    self._left = (self.endpoints, time.monotonic())
                     self._plan_move(self._seeds)
             case Resume():
                 self.paused.clear()
