@@ -15,7 +15,7 @@ import threading
 from pyccm.provider.errors import NotSupported
 from pyccm.provider.interface import Instances, LoadBalancers, Routes
 from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.config import OpenStackSettings
+from pyccm.provider.openstack.config import LiveSettings, OpenStackSettings
 from pyccm.provider.openstack.features import CloudFeatures
 from pyccm.provider.openstack.instances import OpenStackInstances
 from pyccm.provider.openstack.routes import OpenStackRoutes
@@ -33,13 +33,19 @@ class OpenStackCloud:
         provider_settings: ProviderSettings,
     ) -> None:
         self.client = client
-        self.settings = settings
+        # What a reload of `cloud.conf` swaps: the load balancers read it at every sync.
+        self.live = LiveSettings(settings)
         self.provider_settings = provider_settings
         self.features = CloudFeatures(client)
         self._instances = OpenStackInstances(client=client, settings=settings)
         self._lock = threading.Lock()
         self._routes: OpenStackRoutes | bool | None = False  # False = not decided yet
         self._lbs: LoadBalancers | bool | None = False
+
+    @property
+    def settings(self) -> OpenStackSettings:
+        """The `cloud.conf` settings in force now."""
+        return self.live.current
 
     @property
     def name(self) -> str:
@@ -73,7 +79,7 @@ class OpenStackCloud:
         try:
             return build_load_balancers(
                 client=self.client,
-                settings=self.settings,
+                settings=self.live,
                 provider_settings=self.provider_settings,
                 features=self.features,
             )

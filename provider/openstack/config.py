@@ -162,6 +162,27 @@ class OpenStackSettings:
     regional: bool = False
 
 
+class LiveSettings:
+    """The settings in force now, for code that must follow a reload of `cloud.conf`.
+
+    A reload replaces the whole frozen `OpenStackSettings` at once (one reference swap,
+    atomic in CPython), so a reader that takes `current` once per sync sees one file's
+    settings, never half of the old file and half of the new one.
+    """
+
+    def __init__(self, settings: OpenStackSettings) -> None:
+        self._current = settings
+
+    @property
+    def current(self) -> OpenStackSettings:
+        return self._current
+
+    def swap(self, settings: OpenStackSettings) -> OpenStackSettings:
+        """Put `settings` in force; returns the ones they replace."""
+        previous, self._current = self._current, settings
+        return previous
+
+
 # --- sections ---------------------------------------------------------------------------
 
 

@@ -1,8 +1,9 @@
 """Octavia load balancers for `type: LoadBalancer` Services (reference §3).
 
 The OpenStack cloud calls `build_load_balancers` once, on first use, with the process's
-client (every REST call throttled and measured), the parsed `cloud.conf`, the process
-settings (cluster name) and the cloud's feature facts. The implementation lives in
+client (every REST call throttled and measured), the `cloud.conf` settings in force (a
+`LiveSettings`: a reload swaps them, and each Service's sync reads `[LoadBalancer]` anew),
+the process settings (cluster name) and the cloud's feature facts. The implementation lives in
 `octavia.py`; the modules beside it each hold one concern (names, annotations, per-Service
 configuration, desired objects, reconciliation, floating IPs, security groups, REST calls).
 """
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyccm.provider.interface import LoadBalancers
     from pyccm.provider.openstack.client import OpenStackClient
-    from pyccm.provider.openstack.config import OpenStackSettings
+    from pyccm.provider.openstack.config import LiveSettings
     from pyccm.provider.openstack.features import CloudFeatures
     from pyccm.provider.settings import ProviderSettings
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 def build_load_balancers(
     *,
     client: OpenStackClient,
-    settings: OpenStackSettings,
+    settings: LiveSettings,
     provider_settings: ProviderSettings,
     features: CloudFeatures,
 ) -> LoadBalancers:

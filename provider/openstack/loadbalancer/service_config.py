@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pyccm.protocol.views import Node, Service, ServicePort
 from pyccm.provider.errors import CloudError, InvalidProviderId
 from pyccm.provider.openstack.config import (
+    LiveSettings,
     LoadBalancerClass,
     LoadBalancerSettings,
-    OpenStackSettings,
 )
 from pyccm.provider.openstack.features import CloudFeatures, OctaviaFeatures
 from pyccm.provider.openstack.instances import parse_provider_id
@@ -324,16 +324,22 @@ class Resolver:
         self,
         *,
         api: Api,
-        settings: OpenStackSettings,
+        settings: LiveSettings,
         features: CloudFeatures,
         cluster: str,
     ) -> None:
         self._api = api
-        self._settings = settings.load_balancer
+        self._live = settings
         self._features = features
         self._cluster = cluster
         self._lock = threading.Lock()
         self._floating_network: str | None = None
+
+    @property
+    def _settings(self) -> LoadBalancerSettings:
+        """`[LoadBalancer]` in force now: a reload of `cloud.conf` applies from the next
+        sync (each resolve reads it once)."""
+        return self._live.current.load_balancer
 
     def resolve(
         self, service: Service, nodes: Sequence[Node], events: a.Events, *, lookups: bool = True
