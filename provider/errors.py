@@ -64,6 +64,18 @@ class CloudError(ProviderError):
         self.retryable = retryable
 
 
+class OwnedByAnotherCluster(CloudError):
+    """The cloud resource a Service would use carries another cluster's identity (upstream
+    #3102): pyccm neither updates nor deletes it. `owner` is that cluster's id; the service
+    controller turns this into a Warning event with `reason`."""
+
+    reason = "LoadBalancerOwnedByAnotherCluster"
+
+    def __init__(self, message: str, *, owner: str) -> None:
+        super().__init__(message, retryable=False)
+        self.owner = owner
+
+
 class CloudNotFound(CloudError):
     """HTTP 404 from the cloud for something other than a node's server."""
 

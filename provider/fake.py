@@ -41,8 +41,11 @@ from pyccm.provider.interface import (
     InstanceMetadata,
     Instances,
     LoadBalancerOutcome,
+    LoadBalancerPlan,
     LoadBalancers,
     NodeSelector,
+    OwnedResource,
+    PlannedChange,
     ProviderEvent,
     ProviderId,
     Route,
@@ -61,6 +64,9 @@ FakeMethod = Literal[
     "lb_ensure",
     "lb_update",
     "lb_ensure_deleted",
+    "lb_plan",
+    "lb_owned",
+    "lb_delete_owned",
     "routes_list",
     "routes_create",
     "routes_delete",
@@ -404,6 +410,48 @@ class _FakeLoadBalancers:
     def node_selector(self, *, service: Service) -> NodeSelector:
         # Not a cloud call: not recorded, never failed by a knob (as the real one).
         return _node_selector(service)
+
+    def plan(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerPlan:
+        """What `ensure` would change: the load balancer, or its ports and members."""
+        self._cloud._enter("lb_plan", service.key)
+        ports = tuple(p.port for p in service.spec.ports)
+        members = _member_names(nodes, _node_selector(service))
+        with self._cloud._lock:
+            lb = self._cloud._load_balancers.get(service.key)
+        if lb is None:
+            create = PlannedChange(
+                action="create",
+                kind="load balancer",
+                target=service.key,
+                fields={"ports": list(ports), "members": list(members)},
+            )
+            return LoadBalancerPlan(service=service.key, changes=(create,))
+        fields: dict[str, object] = {}
+        if lb.ports != ports:
+            fields["ports"] = list(ports)
+        if lb.members != members:
+            fields["members"] = list(members)
+        changes = (
+            PlannedChange(action="update", kind="load balancer", target=lb.lb_id, fields=fields),
+        )
+        return LoadBalancerPlan(service=service.key, changes=changes if fields else ())
+
+    def owned(self) -> tuple[OwnedResource, ...]:
+        """Every fake load balancer: the fake cloud holds only this cluster's."""
+        self._cloud._enter("lb_owned", "")
+        with self._cloud._lock:
+            lbs = list(self._cloud._load_balancers.values())
+        return tuple(
+            OwnedResource(kind="load balancer", id=lb.lb_id, services=(lb.service_key,))
+            for lb in lbs
+        )
+
+    def delete_owned(self, resource: OwnedResource) -> None:
+        self._cloud._enter("lb_delete_owned", resource.id)
+        with self._cloud._lock:
+            for key, lb in list(self._cloud._load_balancers.items()):
+                if lb.lb_id == resource.id:
+                    del self._cloud._load_balancers[key]
 
 
 def _next_hop(route: Route) -> str:

@@ -18,7 +18,7 @@ All calls are blocking: workers call them from sync threads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal, NewType, Protocol
+from typing import Any, Literal, NewType, Protocol
 
 import msgspec
 
@@ -74,6 +74,51 @@ class LoadBalancerOutcome(_Outcome, frozen=True):
     ingress: tuple[LoadBalancerIngress, ...]
     annotations_to_set: dict[str, str] = {}
     events: tuple[ProviderEvent, ...] = ()
+
+
+class PlannedChange(_Outcome, frozen=True):
+    """One cloud write an ensure would make now (`LoadBalancers.plan`)."""
+
+    action: Literal["create", "update", "delete"]
+    kind: str  # "load balancer", "listener", "pool", "members", "health monitor", ...
+    target: str  # the id of what is updated or deleted, the name of what is created
+    # What a create would send, or the fields an update would change and their new values.
+    fields: dict[str, Any] = {}
+
+
+class LoadBalancerPlan(_Outcome, frozen=True):
+    """What `ensure` would do to the cloud for one Service, computed without writing.
+
+    `changes` are the writes in the order an ensure would make them (over several syncs
+    where the cloud allows one write at a time); `waits` says why an ensure would stop
+    there for now (a load balancer still provisioning, the one just created)."""
+
+    service: str
+    changes: tuple[PlannedChange, ...] = ()
+    ingress: tuple[LoadBalancerIngress, ...] = ()
+    events: tuple[ProviderEvent, ...] = ()
+    waits: str = ""
+
+
+OwnedKind = Literal["load balancer", "listener", "floating IP", "security group", "route"]
+
+
+class OwnedResource(_Outcome, frozen=True):
+    """A cloud resource this cluster owns (its cluster id is in its tags or description),
+    with the Services it was made for, so that a caller holding the live Services can tell
+    an orphan (`pyccm gc`, the service worker's orphan scan)."""
+
+    kind: OwnedKind
+    id: str
+    name: str = ""
+    # `namespace/name` of the Services it serves (a shared load balancer: several).
+    services: tuple[str, ...] = ()
+    # The UID of the Service it was made for, where only that is known (legacy names,
+    # security groups).
+    service_uid: str = ""
+    # What it hangs off: a listener's load balancer, a route's router.
+    parent: str = ""
+    detail: str = ""
 
 
 class Route(_Outcome, frozen=True):
@@ -152,6 +197,21 @@ class LoadBalancers(Protocol):
         balancer (no upstream counterpart). Pure and cheap: no cloud call, never raises.
         The service controller re-syncs exactly the Services whose selection a node's
         label change alters (kubernetes/kubernetes#133165)."""
+        ...
+
+    def plan(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerPlan:
+        """What `ensure` would write to the cloud now, computed by the same code with every
+        write recorded instead of sent: reads only."""
+        ...
+
+    def owned(self) -> tuple[OwnedResource, ...]:
+        """Every load balancer, listener on a shared one, floating IP and security group
+        that carries this cluster's id (reads only). `CloudError` without a cluster id."""
+        ...
+
+    def delete_owned(self, resource: OwnedResource) -> None:
+        """Delete `resource` (from `owned`) after checking again that this cluster owns
+        it; `RetryAfter` while it needs another call (a load balancer still busy)."""
         ...
 
 

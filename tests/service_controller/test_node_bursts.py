@@ -17,8 +17,10 @@ from pyccm.provider.errors import RetryAfter
 from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import (
     LoadBalancerOutcome,
+    LoadBalancerPlan,
     LoadBalancers,
     NodeSelector,
+    OwnedResource,
     ProviderEvent,
 )
 from pyccm.workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
@@ -126,6 +128,15 @@ class JoinDuringEnsure:
 
     def node_selector(self, *, service: Service) -> NodeSelector:
         return self.inner.node_selector(service=service)
+
+    def plan(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerPlan:
+        return self.inner.plan(service=service, nodes=nodes)
+
+    def owned(self) -> tuple[OwnedResource, ...]:
+        return self.inner.owned()
+
+    def delete_owned(self, resource: OwnedResource) -> None:
+        self.inner.delete_owned(resource)
 
 
 def test_a_sync_that_finished_with_an_older_node_set_after_the_sweep_enqueues_itself() -> None:

@@ -203,12 +203,35 @@ class Api:
         return _decode(LoadBalancerEnvelope, content).loadbalancer
 
     def update_lb_tags(self, lb_id: str, tags: list[str]) -> None:
+        self.update_lb(lb_id, {"tags": tags})
+
+    def update_lb(self, lb_id: str, body: Body) -> None:
         self.write(
             lb_id,
             "PUT",
             f"/lbaas/loadbalancers/{lb_id}",
             request="loadbalancer_update",
-            body={"loadbalancer": {"tags": tags}},
+            body={"loadbalancer": body},
+        )
+
+    def lbs_tagged(self, tag: str) -> list[LoadBalancer]:
+        """Every load balancer carrying `tag` (Octavia's `tags` filter, API 2.5)."""
+        return self._client.list_all(
+            LoadBalancer,
+            "load-balancer",
+            "/lbaas/loadbalancers",
+            key="loadbalancers",
+            request="loadbalancer_list",
+            params={"tags": tag},
+        )
+
+    def all_lbs(self) -> list[LoadBalancer]:
+        return self._client.list_all(
+            LoadBalancer,
+            "load-balancer",
+            "/lbaas/loadbalancers",
+            key="loadbalancers",
+            request="loadbalancer_list",
         )
 
     def delete_lb(self, lb_id: str, *, cascade: bool) -> None:
@@ -440,6 +463,28 @@ class Api:
             request="floatingip_update",
             body={"floatingip": {"port_id": port_id}},
         ).floatingip
+
+    def set_tags(self, collection: str, resource_id: str, tags: list[str]) -> None:
+        """Neutron's standard-attr tags: replace a floating IP's or security group's tags
+        (`collection` "floatingips" or "security-groups"). Neutron takes no tags in the POST
+        of either, so a create is followed by this call."""
+        self._client.call(
+            "network",
+            "PUT",
+            f"/{collection}/{resource_id}/tags",
+            request=f"{collection.replace('-', '_').rstrip('s')}_tags_update",
+            body={"tags": tags},
+        )
+
+    def security_groups(self, **filters: str) -> list[SecurityGroup]:
+        return self._client.list_all(
+            SecurityGroup,
+            "network",
+            "/security-groups",
+            key="security_groups",
+            request="security_group_list",
+            params=filters,
+        )
 
     def delete_floating_ip(self, fip_id: str) -> None:
         try:

@@ -18,7 +18,7 @@ import re
 
 from pyccm.provider.errors import CloudError
 from pyccm.provider.openstack.loadbalancer.api import Api
-from pyccm.provider.openstack.loadbalancer.naming import FIP_MARKER
+from pyccm.provider.openstack.loadbalancer.naming import FIP_MARKER, owner_of, owner_tag
 from pyccm.provider.openstack.loadbalancer.resources import FloatingIp, LoadBalancer, Subnet
 from pyccm.provider.openstack.loadbalancer.service_annotations import Events
 from pyccm.provider.openstack.loadbalancer.service_config import FloatingSubnet, ServiceConfig
@@ -63,9 +63,24 @@ def is_ours(fip: FloatingIp) -> bool:
 
 
 class FloatingIps:
-    def __init__(self, *, api: Api, events: Events) -> None:
+    def __init__(self, *, api: Api, events: Events, cluster_id: str = "") -> None:
         self._api = api
         self._events = events
+        # Set: the addresses pyccm allocates carry this cluster's tag; an untagged one with
+        # upstream's marker is tagged when found on the VIP of this cluster's load balancer,
+        # and one tagged by another cluster is never taken, released or deleted.
+        self._cluster_id = cluster_id
+
+    def mine(self, fip: FloatingIp) -> bool:
+        """Allocated by pyccm (upstream's marker) and not owned by another cluster."""
+        holder = owner_of(fip.tags)
+        return is_ours(fip) and (not self._cluster_id or holder in (None, self._cluster_id))
+
+    def tag(self, fip: FloatingIp) -> None:
+        """Adds this cluster's tag to an address pyccm allocated (once)."""
+        if self._cluster_id and owner_of(fip.tags) is None:
+            tags = [*fip.tags, owner_tag(self._cluster_id)]
+            self._api.set_tags("floatingips", fip.id, tags)
 
     def address(
         self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, fresh: bool = False
@@ -81,6 +96,8 @@ class FloatingIps:
                     self.release(fip, keep=cfg.keep_floatingip)
             return lb.vip_address
         if attached:
+            if owner and is_ours(attached[0]):
+                self.tag(attached[0])
             return attached[0].floating_ip_address
         if not owner:
             raise CloudError(
@@ -99,14 +116,14 @@ class FloatingIps:
 
     def release(self, fip: FloatingIp, *, keep: bool) -> None:
         """Off the VIP: deleted when pyccm made it (unless kept), else only detached."""
-        if is_ours(fip) and not keep:
+        if self.mine(fip) and not keep:
             self._api.delete_floating_ip(fip.id)
         else:
             self._api.attach_floating_ip(fip.id, None)
 
     def delete_ours(self, lb: LoadBalancer) -> None:
         for fip in self._api.floating_ips(port_id=lb.vip_port_id):
-            if is_ours(fip):
+            if self.mine(fip):
                 self._api.delete_floating_ip(fip.id)
 
     def _requested(self, cfg: ServiceConfig, lb: LoadBalancer) -> str:
@@ -122,11 +139,13 @@ class FloatingIps:
         body = self._body(cfg, lb) | {"floating_ip_address": cfg.load_balancer_ip}
         if cfg.floating_subnet.subnet_id:
             body["subnet_id"] = cfg.floating_subnet.subnet_id
-        return self._api.create_floating_ip(body).floating_ip_address
+        return self._create(body)
 
     def _adopt_or_create(self, cfg: ServiceConfig, lb: LoadBalancer) -> str:
         for fip in self._api.floating_ips(description=cfg.fip_description):
-            if not fip.port_id and fip.floating_network_id == cfg.floating_network_id:
+            free = not fip.port_id and fip.floating_network_id == cfg.floating_network_id
+            if free and self.mine(fip):
+                self.tag(fip)
                 return self._api.attach_floating_ip(fip.id, lb.vip_port_id).floating_ip_address
         choice = cfg.floating_subnet
         if choice.is_matcher:
@@ -134,7 +153,7 @@ class FloatingIps:
         body = self._body(cfg, lb)
         if choice.subnet_id:
             body["subnet_id"] = choice.subnet_id
-        return self._api.create_floating_ip(body).floating_ip_address
+        return self._create(body)
 
     def _create_in_matching_subnet(
         self, cfg: ServiceConfig, lb: LoadBalancer, choice: FloatingSubnet
@@ -146,7 +165,7 @@ class FloatingIps:
         for subnet in candidates:
             try:
                 body = self._body(cfg, lb) | {"subnet_id": subnet.id}
-                return self._api.create_floating_ip(body).floating_ip_address
+                return self._create(body)
             except CloudError as exc:
                 failure = exc  # exhausted or refused: try the next matching subnet
         assert failure is not None
@@ -157,6 +176,14 @@ class FloatingIps:
         if choice.name_pattern:
             subnets = [s for s in subnets if name_matches(choice.name_pattern, s.name)]
         return subnets
+
+    def _create(self, body: Body) -> str:
+        """Allocates an address on the VIP port, then tags it (Neutron takes no tags in a
+        floating IP's POST). A crash in between leaves it on the VIP port, where the next
+        sync finds it and tags it."""
+        fip = self._api.create_floating_ip(body)
+        self.tag(fip)
+        return fip.floating_ip_address
 
     @staticmethod
     def _body(cfg: ServiceConfig, lb: LoadBalancer) -> Body:

@@ -7,6 +7,9 @@ crashed sync finds what it created by name before creating anything (idempotence
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from pyccm.protocol.views import Service
 
 # OpenStack name fields hold at most 255 characters.
@@ -54,3 +57,47 @@ def security_group_description(service: Service, *, cluster: str) -> str:
 def is_service_tag(tag: str) -> bool:
     """A tag naming a Service that uses a (possibly shared) load balancer."""
     return tag.startswith(SERVICE_PREFIX)
+
+
+# --- ownership by cluster identity (upstream #3102) ------------------------------------------
+# Names carry only `--cluster-name`, which two clusters may share; the cluster id (the
+# `kube-system` namespace UID) is unique. It goes in a tag of every load balancer, floating
+# IP and security group pyccm creates, and in the load balancer's description where Octavia
+# has no tags (API < 2.5). Neutron and Octavia tags hold up to 255 characters, no commas.
+OWNER_TAG_PREFIX = "pyccm-cluster:"
+_OWNER_MARK = re.compile(r"\[" + re.escape(OWNER_TAG_PREFIX) + r"([^\]]+)\]")
+
+
+def owner_tag(cluster_id: str) -> str:
+    return f"{OWNER_TAG_PREFIX}{cluster_id}"
+
+
+def owner_mark(cluster_id: str) -> str:
+    """The description suffix that says who owns a load balancer when it cannot have tags."""
+    return f" [{owner_tag(cluster_id)}]"
+
+
+def owner_of(tags: Sequence[str], description: str = "") -> str | None:
+    """The id of the cluster that owns a resource, from its tags or its description; None
+    for an untagged one (created by upstream's controller, or before pyccm had ids)."""
+    for tag in tags:
+        if tag.startswith(OWNER_TAG_PREFIX):
+            return tag.removeprefix(OWNER_TAG_PREFIX)
+    found = _OWNER_MARK.search(description)
+    return found.group(1) if found else None
+
+
+def service_of_lb_name(name: str, *, cluster: str) -> str:
+    """`namespace/name` of the Service a load balancer (or a Service tag) is named after, or
+    "" when the name is not one of this cluster name's (Kubernetes names hold no `_`)."""
+    prefix = f"{SERVICE_PREFIX}{cluster}_"
+    if not name.startswith(prefix) or len(name) >= MAX_NAME:
+        return ""
+    namespace, _, rest = name.removeprefix(prefix).partition("_")
+    return f"{namespace}/{rest}" if namespace and rest else ""
+
+
+def service_of_description(description: str) -> str:
+    """`namespace/name` from upstream's floating-IP or load-balancer description."""
+    found = re.search(r"(?:service|for) (\S+/\S+) ", description + " ")
+    return found.group(1) if found else ""

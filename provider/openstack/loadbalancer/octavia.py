@@ -27,11 +27,18 @@ from functools import partial
 from typing import Any
 
 from pyccm.protocol.views import LoadBalancerIngress, Node, Service
-from pyccm.provider.errors import CloudError
-from pyccm.provider.interface import LoadBalancerOutcome, NodeSelector, ProviderEvent
+from pyccm.provider.errors import CloudError, OwnedByAnotherCluster, RetryAfter
+from pyccm.provider.interface import (
+    LoadBalancerOutcome,
+    LoadBalancerPlan,
+    NodeSelector,
+    OwnedResource,
+    ProviderEvent,
+)
 from pyccm.provider.openstack.client import OpenStackClient
 from pyccm.provider.openstack.config import LiveSettings
 from pyccm.provider.openstack.features import CloudFeatures
+from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.openstack.loadbalancer.api import (
     ACTIVE,
@@ -51,6 +58,8 @@ from pyccm.provider.openstack.loadbalancer.desired import (
 from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
 from pyccm.provider.openstack.loadbalancer.members import Backends
 from pyccm.provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
+from pyccm.provider.openstack.loadbalancer.orphans import Inventory
+from pyccm.provider.openstack.loadbalancer.plan import DryRunClient, planned_changes
 from pyccm.provider.openstack.loadbalancer.reconcile import Reconciler
 from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
 from pyccm.provider.openstack.loadbalancer.security_groups import SecurityGroups
@@ -83,14 +92,22 @@ class OctaviaLoadBalancers:
         settings: LiveSettings,
         provider_settings: ProviderSettings,
         features: CloudFeatures,
+        planning: bool = False,
     ) -> None:
+        self._args = (client, settings, provider_settings, features)
+        # `plan`: every write is recorded, not sent, and a sync goes on past its first
+        # write so that the whole difference shows (`plan.py`).
+        self._planning = planning
         self._api = Api(client=client, backoff=PendingBackoff())
         self._resolver = Resolver(
             api=self._api,
             settings=settings,
             features=features,
             cluster=provider_settings.cluster_name,
+            cluster_id=provider_settings.cluster_id,
         )
+        self._cluster = provider_settings.cluster_name
+        self._cluster_id = provider_settings.cluster_id
         self._backends = Backends()
         self._verified = Verified()
         self._written = JustWritten()
@@ -118,7 +135,7 @@ class OctaviaLoadBalancers:
         # A load balancer still PENDING_DELETE exists: the service controller removes the
         # finalizer only once it is gone, so a delete that fails (ERROR) is retried, not
         # forgotten with the Service.
-        if lb is None or lb.provisioning_status == DELETED:
+        if lb is None or lb.provisioning_status == DELETED or self._foreign(cfg, lb):
             return None
         if cfg.internal or cfg.ip_version == 6:
             return ingress(cfg, lb.vip_address)
@@ -135,17 +152,14 @@ class OctaviaLoadBalancers:
         specs = self._specs(cfg, service, nodes)
         started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs)
-        reconciler = Reconciler(
-            api=self._api, lb_id=lb.id, cfg=cfg, events=events, written=self._written
-        )
+        reconciler = self._reconciler(lb.id, cfg, events)
         if not owner:
             self._join_shared(cfg, lb, reconciler)
         fresh = self._just_created(lb, specs)
         if not fresh:
             self._reconcile(cfg, lb, specs, reconciler, owner=owner, started=started)
-        if owner and cfg.features.tags and cfg.name not in lb.tags:
-            tags = [*(t for t in lb.tags if t), cfg.name]
-            reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
+        if owner:
+            self._claim(cfg, lb, reconciler)
         address = self._address(cfg, lb, owner=owner, events=events, fresh=fresh)
         self._security_groups(events).ensure(cfg, service, nodes)
         with self._lock:
@@ -163,11 +177,11 @@ class OctaviaLoadBalancers:
         lb = self._find(cfg)
         if lb is None or lb.provisioning_status in GONE:
             raise CloudError(f"Service {service.key} has no load balancer yet")
+        if holder := self._foreign(cfg, lb):
+            raise self._owned_elsewhere(cfg, lb, holder)
         self._require_active(lb)
         specs = self._specs(cfg, service, nodes)
-        Reconciler(
-            api=self._api, lb_id=lb.id, cfg=cfg, events=events, written=self._written
-        ).backends(specs)
+        self._reconciler(lb.id, cfg, events).backends(specs)
         self._security_groups(events).update_members(cfg, service, nodes)
         return events.all()
 
@@ -178,12 +192,23 @@ class OctaviaLoadBalancers:
         if lb is None:
             self._security_groups(events).delete(cfg, service)
             return events.all()
+        if holder := self._foreign(cfg, lb):
+            # Another cluster's load balancer that only shares this Service's name: left
+            # alone, and the Service may go (its finalizer is ours, not the load balancer).
+            events.warn("LoadBalancerOwnedByAnotherCluster", self._owned_message(cfg, lb, holder))
+            self._security_groups(events).delete(cfg, service)
+            return events.all()
         if lb.provisioning_status == PENDING_DELETE:
             raise self._api.backoff.retry(lb.id, "is being deleted")
         if is_pending(lb):
             raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
         created_by_us = lb.name.startswith(SERVICE_PREFIX) or lb.name == cfg.legacy_name
         shared = any(is_service_tag(t) and t != cfg.name for t in lb.tags)
+        holder = naming.owner_of(lb.tags, lb.description)
+        # A load balancer another cluster owns is never deleted here, only left (shared
+        # explicitly with `load-balancer-id`).
+        if cfg.cluster_id and holder is not None and holder != cfg.cluster_id:
+            created_by_us = False
         if created_by_us and not shared:
             self._delete_lb(cfg, lb)  # raises RetryAfter until it is gone
         self._leave_shared(cfg, lb)
@@ -237,8 +262,9 @@ class OctaviaLoadBalancers:
                     self._fresh[created.id] = fingerprint(specs)
             log.info("created load balancer %s (%s) for %s", created.id, created.name, cfg.name)
             raise self._api.backoff.retry(created.id, "was just created")
-        # Found by name despite an id annotation, a legacy name is this Service's own too.
-        owner = lb.name == cfg.name or (lb.id != cfg.lb_id and lb.name == cfg.legacy_name)
+        owner = self._is_owner(cfg, lb)
+        if owner and (holder := self._foreign(cfg, lb)):
+            raise self._owned_elsewhere(cfg, lb, holder)
         if lb.provisioning_status in GONE:
             raise self._api.backoff.retry(lb.id, "(the previous one) is being deleted")
         if lb.provisioning_status == ERROR and owner:
@@ -329,7 +355,9 @@ class OctaviaLoadBalancers:
         if cfg.lb_provider:
             body["provider"] = cfg.lb_provider
         if cfg.features.tags:
-            body["tags"] = [cfg.name]
+            body["tags"] = [cfg.name, cfg.owner_tag] if cfg.owner_tag else [cfg.name]
+        elif cfg.cluster_id:
+            body["description"] += naming.owner_mark(cfg.cluster_id)
         if cfg.flavor_id:
             body["flavor_id"] = cfg.flavor_id
         if cfg.availability_zone:
@@ -374,7 +402,7 @@ class OctaviaLoadBalancers:
 
     def _leave_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
         """Remove this Service's listeners (and pools) and its tag; the LB stays."""
-        reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
+        reconciler = self._reconciler(lb.id, cfg, a.Events())
         reconciler.delete_listeners(reconciler.owned_listeners(owner=lb.name == cfg.name))
         if cfg.name in lb.tags:
             # An empty list clears them (upstream sends [""] only because gophercloud
@@ -385,8 +413,8 @@ class OctaviaLoadBalancers:
     # --- deletion --------------------------------------------------------------------------------
     def _delete_lb(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
         if not cfg.keep_floatingip:
-            FloatingIps(api=self._api, events=a.Events()).delete_ours(lb)
-        reconciler = Reconciler(api=self._api, lb_id=lb.id, cfg=cfg, events=a.Events())
+            self._floating_ips(a.Events()).delete_ours(lb)
+        reconciler = self._reconciler(lb.id, cfg, a.Events())
         if not cfg.cascade_delete:
             reconciler.delete_listeners(self._api.listeners(lb.id))
             for pool in self._api.pools(lb.id):
@@ -408,7 +436,114 @@ class OctaviaLoadBalancers:
                     "an IPv6 load balancer is reached on its VIP: no floating IP",
                 )
             return lb.vip_address
-        return FloatingIps(api=self._api, events=events).address(cfg, lb, owner=owner, fresh=fresh)
+        return self._floating_ips(events).address(cfg, lb, owner=owner, fresh=fresh)
+
+    def _floating_ips(self, events: a.Events) -> FloatingIps:
+        return FloatingIps(api=self._api, events=events, cluster_id=self._cluster_id)
 
     def _security_groups(self, events: a.Events) -> SecurityGroups:
-        return SecurityGroups(api=self._api, events=events)
+        return SecurityGroups(api=self._api, events=events, cluster_id=self._cluster_id)
+
+    def _reconciler(self, lb_id: str, cfg: ServiceConfig, events: a.Events) -> Reconciler:
+        return Reconciler(
+            api=self._api,
+            lb_id=lb_id,
+            cfg=cfg,
+            events=events,
+            written=self._written,
+            one_write=not self._planning,
+        )
+
+    # --- ownership (upstream #3102) --------------------------------------------------------------
+    @staticmethod
+    def _is_owner(cfg: ServiceConfig, lb: LoadBalancer) -> bool:
+        """Whether the Service acts as the load balancer's owner (named after it) rather
+        than as a user of a shared one. Found by name despite an id annotation, a legacy
+        name is this Service's own too."""
+        return lb.name == cfg.name or (lb.id != cfg.lb_id and lb.name == cfg.legacy_name)
+
+    def _foreign(self, cfg: ServiceConfig, lb: LoadBalancer) -> str | None:
+        """The id of the other cluster that owns `lb`, when this Service would act as its
+        owner; None when it is this cluster's, untagged, or only shared with it."""
+        if not cfg.cluster_id or not self._is_owner(cfg, lb):
+            return None
+        holder = naming.owner_of(lb.tags, lb.description)
+        return holder if holder is not None and holder != cfg.cluster_id else None
+
+    @staticmethod
+    def _owned_message(cfg: ServiceConfig, lb: LoadBalancer, holder: str) -> str:
+        return (
+            f"load balancer {lb.id} ({lb.name}) belongs to cluster {holder}, not to this "
+            f"cluster ({cfg.cluster_id}): pyccm neither updates nor deletes it (two clusters "
+            f"share the cluster name {cfg.cluster!r}; give this one another --cluster-name, "
+            f"or share the load balancer explicitly with {a.LOAD_BALANCER_ID})"
+        )
+
+    def _owned_elsewhere(
+        self, cfg: ServiceConfig, lb: LoadBalancer, holder: str
+    ) -> OwnedByAnotherCluster:
+        return OwnedByAnotherCluster(self._owned_message(cfg, lb, holder), owner=holder)
+
+    def _claim(self, cfg: ServiceConfig, lb: LoadBalancer, reconciler: Reconciler) -> None:
+        """Tags the Service's own load balancer with its name (Octavia 2.5) and this
+        cluster's id: an untagged one (upstream's, or from before cluster ids) is adopted
+        here, once; from then on no other cluster takes it. Without tags the id goes in
+        the description."""
+        if cfg.features.tags:
+            missing = [t for t in (cfg.name, cfg.owner_tag) if t and t not in lb.tags]
+            if missing:
+                if cfg.owner_tag in missing:
+                    log.info("load balancer %s (%s): adopted by this cluster", lb.id, lb.name)
+                tags = [*(t for t in lb.tags if t), *missing]
+                reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
+        elif cfg.cluster_id and naming.owner_of((), lb.description) is None:
+            description = lb.description + naming.owner_mark(cfg.cluster_id)
+            reconciler.write(partial(self._api.update_lb, lb.id, {"description": description}))
+
+    # --- plan and orphans ------------------------------------------------------------------------
+    def plan(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerPlan:
+        """What `ensure` would write now: the same code, run on a client that sends the
+        reads and records the writes (`plan.py`)."""
+        client, settings, provider_settings, features = self._args
+        dry = DryRunClient(client)
+        twin = OctaviaLoadBalancers(
+            client=dry,
+            settings=settings,
+            provider_settings=provider_settings,
+            features=features,
+            planning=True,
+        )
+        waits = ""
+        ingress: tuple[LoadBalancerIngress, ...] = ()
+        events: tuple[ProviderEvent, ...] = ()
+        try:
+            outcome = twin.ensure(service=service, nodes=nodes)
+            ingress, events = outcome.ingress, outcome.events
+        except RetryAfter as later:
+            waits = str(later)
+        return LoadBalancerPlan(
+            service=service.key,
+            changes=planned_changes(dry.writes),
+            ingress=ingress,
+            events=events,
+            waits=waits,
+        )
+
+    def owned(self) -> tuple[OwnedResource, ...]:
+        return self._inventory().owned()
+
+    def delete_owned(self, resource: OwnedResource) -> None:
+        self._inventory().delete(resource)
+
+    def _inventory(self) -> Inventory:
+        if not self._cluster_id:
+            raise CloudError("no cluster id: give --cluster-id", retryable=False)
+        tags = self._resolver.resolve_features().tags
+        return Inventory(
+            api=self._api,
+            cluster=self._cluster,
+            cluster_id=self._cluster_id,
+            tags=tags,
+            floating_ips=self._floating_ips(a.Events()),
+            security_groups=self._security_groups(a.Events()),
+        )

@@ -39,6 +39,7 @@ class Reconciler:
         cfg: ServiceConfig,
         events: Events,
         written: JustWritten | None = None,
+        one_write: bool = True,
     ) -> None:
         self._api = api
         self._written = written or JustWritten()
@@ -46,12 +47,15 @@ class Reconciler:
         self._cfg = cfg
         self._events = events
         self._wrote = False
+        # False only for `plan`, whose writes are recorded, not sent: it goes on past the
+        # first one so that the whole difference shows.
+        self._one_write = one_write
 
     def write(self, action: Callable[[], T]) -> T:
         """Every Octavia write to this load balancer goes through here: after one that
         succeeded (it left the load balancer PENDING_UPDATE), the next raises `RetryAfter`
         instead of being sent. A failed write did nothing, so it does not count."""
-        if self._wrote:
+        if self._wrote and self._one_write:
             raise self._api.backoff.retry(self._lb_id, "has more changes, once it is ACTIVE")
         result = action()
         self._wrote = True
@@ -150,7 +154,7 @@ class Reconciler:
             # different count is a change for sure, and saves the read.
             if not spec.member_count or written is not None:
                 return
-            if self._wrote:
+            if self._wrote and self._one_write:
                 # Whatever the members say, no write could follow in this sync: read them
                 # in the next one (at 5,000 members, 6 pages).
                 raise self._api.backoff.retry(self._lb_id, "has more pools to compare")
@@ -229,7 +233,7 @@ class Reconciler:
         self.write(
             partial(self._api.create_pool, self._lb_id, spec.body() | {"listener_id": listener_id})
         )
-        if spec.member_count or spec.monitor is not None:
+        if self._one_write and (spec.member_count or spec.monitor is not None):
             # The create left the load balancer PENDING_UPDATE: the next write would only
             # earn a 409, so stop here.
             raise self._api.backoff.retry(self._lb_id, "got a new pool; its members come next")

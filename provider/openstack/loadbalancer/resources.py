@@ -117,6 +117,7 @@ class FloatingIp(_Json, frozen=True):
     id: str
     floating_ip_address: str = ""
     floating_network_id: str = ""
+    tags: list[str] = []
     port_id: str | None = None
     description: str = ""
 
@@ -141,6 +142,8 @@ class SubnetEnvelope(_Json, frozen=True):
 class SecurityGroup(_Json, frozen=True):
     id: str
     name: str = ""
+    description: str = ""
+    tags: list[str] = []
 
 
 class SecurityGroupEnvelope(_Json, frozen=True):

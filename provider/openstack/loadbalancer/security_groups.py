@@ -68,9 +68,12 @@ def wanted_rules(cfg: ServiceConfig, service: Service, subnet_cidr: str) -> set[
 
 
 class SecurityGroups:
-    def __init__(self, *, api: Api, events: Events) -> None:
+    def __init__(self, *, api: Api, events: Events, cluster_id: str = "") -> None:
         self._api = api
         self._events = events
+        # Set: groups carry this cluster's tag (added after the create, or to an untagged
+        # group found by name); a group tagged by another cluster is never deleted.
+        self._cluster_id = cluster_id
 
     def ensure(self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]) -> None:
         if not cfg.manage_security_groups:
@@ -85,6 +88,8 @@ class SecurityGroups:
 
     def delete(self, cfg: ServiceConfig, service: Service) -> None:
         for group in self._api.find_security_groups(naming.security_group_name(service)):
+            if not self.mine(group):
+                continue
             for port in self._api.ports_with_group(group.id):
                 groups = [g for g in port.security_groups if g != group.id]
                 self._api.update_port_groups(port.id, groups)
@@ -94,9 +99,21 @@ class SecurityGroups:
         name = naming.security_group_name(service)
         found = self._api.find_security_groups(name)
         if found:
+            self.tag(found[0])
             return found[0]
         description = naming.security_group_description(service, cluster=cfg.cluster)
-        return self._api.create_security_group(name, description)
+        group = self._api.create_security_group(name, description)
+        self.tag(group)
+        return group
+
+    def mine(self, group: SecurityGroup) -> bool:
+        holder = naming.owner_of(group.tags)
+        return not self._cluster_id or holder in (None, self._cluster_id)
+
+    def tag(self, group: SecurityGroup) -> None:
+        if self._cluster_id and naming.owner_of(group.tags) is None:
+            tags = [*group.tags, naming.owner_tag(self._cluster_id)]
+            self._api.set_tags("security-groups", group.id, tags)
 
     def _rules(self, cfg: ServiceConfig, service: Service, group: SecurityGroup) -> None:
         subnet = self._api.get_subnet(cfg.member_subnet_id)

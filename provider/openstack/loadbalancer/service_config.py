@@ -108,6 +108,13 @@ class ServiceConfig:
     cascade_delete: bool
     max_shared_lb: int
     manage_security_groups: bool
+    # This cluster's id (`--cluster-id`), "" when none is known: ownership by name alone.
+    cluster_id: str = ""
+
+    @property
+    def owner_tag(self) -> str:
+        """The tag that marks a resource as this cluster's ("" without a cluster id)."""
+        return naming.owner_tag(self.cluster_id) if self.cluster_id else ""
 
     def source_ranges_unenforced(self) -> bool:
         """Restricting source ranges that nothing here could enforce."""
@@ -327,11 +334,13 @@ class Resolver:
         settings: LiveSettings,
         features: CloudFeatures,
         cluster: str,
+        cluster_id: str = "",
     ) -> None:
         self._api = api
         self._live = settings
         self._features = features
         self._cluster = cluster
+        self._cluster_id = cluster_id
         self._lock = threading.Lock()
         self._floating_network: str | None = None
 
@@ -415,7 +424,12 @@ class Resolver:
             cascade_delete=settings.cascade_delete,
             max_shared_lb=settings.max_shared_lb,
             manage_security_groups=settings.manage_security_groups,
+            cluster_id=self._cluster_id,
         )
+
+    def resolve_features(self) -> OctaviaFeatures:
+        """The Octavia feature gates of the configured provider (no per-Service input)."""
+        return self._features.octavia(lb_provider=self._settings.lb_provider)
 
     def node_selector(self, service: Service, events: a.Events) -> Selector:
         """The annotation, else `[LoadBalancer] node-selector`; no cloud call."""
