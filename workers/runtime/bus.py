@@ -228,7 +228,7 @@ class BusClient:
     # --- the bus thread ---------------------------------------------------------------
 
     def _run(self) -> None:
-        link = self._link = self._open(self._seeds)
+        self._link = self._open(self._seeds)
         self._ready.set()
         next_beat = 0.0
         try:
