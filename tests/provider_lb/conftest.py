@@ -65,12 +65,22 @@ def make_lbs(sim: OpenStackSimHandle, tmp_path: Path) -> Iterator[MakeLbs]:
     """`make_lbs("[LoadBalancer]\\ncreate-monitor = true")`: a fresh provider (no memory)."""
     clouds: list[OpenStackCloud] = []
 
-    def make(extra: str = "", *, conf: str | None = None, cluster: str = "kubernetes") -> Any:
+    def make(
+        extra: str = "",
+        *,
+        conf: str | None = None,
+        cluster: str = "kubernetes",
+        cluster_id: str = "",
+    ) -> Any:
         path = tmp_path / f"cloud-{len(clouds)}.conf"
         base = sim.cloud_conf_path.read_text() if conf is None else conf
         path.write_text(base + "\n" + extra + "\n")
         provider_settings = ProviderSettings(
-            cloud_config=path, cluster_name=cluster, cloud_api_qps=1000.0, cloud_api_burst=1000
+            cloud_config=path,
+            cluster_name=cluster,
+            cluster_id=cluster_id,
+            cloud_api_qps=1000.0,
+            cloud_api_burst=1000,
         )
         settings = load_settings(path, environ={})
         client = build_client(

@@ -45,7 +45,12 @@ from pyccm.protocol.messages import (
 )
 from pyccm.protocol.projections import wants_load_balancer
 from pyccm.protocol.views import Node, Service
-from pyccm.provider.errors import ImplementedElsewhere, ProviderError, RetryAfter
+from pyccm.provider.errors import (
+    ImplementedElsewhere,
+    OwnedByAnotherCluster,
+    ProviderError,
+    RetryAfter,
+)
 from pyccm.provider.interface import LoadBalancers, NodeSelector, ProviderEvent, selects
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
 from pyccm.workers.runtime.commit import needs_retry
@@ -500,7 +505,8 @@ class ServiceController:
         except RetryAfter:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
-            raise self._failed(service, _describe(error), actions=actions) from error
+            reason = _sync_failure_reason(error)
+            raise self._failed(service, _describe(error), actions=actions, reason=reason) from error
         actions.extend(_provider_events(service, outcome.events))
         annotations = {
             k: v
@@ -676,9 +682,13 @@ class ServiceController:
         return not any(f.kind in final for f in ack.failures)
 
     def _failed(
-        self, service: Service, message: str, *, actions: Sequence[Action] = ()
+        self,
+        service: Service,
+        message: str,
+        *,
+        actions: Sequence[Action] = (),
+        reason: str = "SyncLoadBalancerFailed",
     ) -> SyncFailed:
-        reason = "SyncLoadBalancerFailed"
         event = _event(service, reason, f"Error syncing load balancer: {message}", warning=True)
         return SyncFailed(message, actions=(*actions, event))
 
@@ -690,6 +700,14 @@ def _describe(error: Exception) -> str:
         return str(error)
     log.error("unexpected error in a load-balancer sync", exc_info=error)
     return f"unexpected {type(error).__name__} (the service worker's log has the details)"
+
+
+def _sync_failure_reason(error: Exception) -> str:
+    """Upstream's `SyncLoadBalancerFailed`, except for a load balancer another cluster owns
+    (upstream #3102), whose Warning has a reason of its own and names that cluster."""
+    if isinstance(error, OwnedByAnotherCluster):
+        return error.reason
+    return "SyncLoadBalancerFailed"
 
 
 def _unstarted(key: str) -> None:
