@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any, NoReturn
 
-from pyccm import __version__, demo
+from pyccm import __version__, demo, gc_command, plan_command
 from pyccm.manager import cli as manager_cli
 from pyccm.protocol import keys as keys_cli
 from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     manager_cli.register(commands)
     worker_cli.register(commands)
     keys_cli.register(commands)
+    gc_command.register(commands)
+    plan_command.register(commands)
     sim_cli.register(commands)
     return parser
 

@@ -19,7 +19,7 @@ from pyccm.protocol.controllers import canonical
 from pyccm.protocol.load_balancer_class import UNCLASSED, load_balancer_classes
 from pyccm.protocol.messages import SessionId
 from pyccm.provider.errors import ConfigError
-from pyccm.provider.interface import Cloud
+from pyccm.provider.interface import Cloud, ReloadableCloud
 from pyccm.provider.registry import create_cloud
 from pyccm.provider.settings import ProviderSettings
 from pyccm.workers.lifecycle.controller import LifecycleController, LifecycleSettings
@@ -29,6 +29,8 @@ from pyccm.workers.route.controller import RouteController, RouteSettings
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.commit import Committer, Transport
 from pyccm.workers.runtime.controller import Controller, Disabled, DisabledController
+from pyccm.workers.runtime.identity import resolve_cluster_id
+from pyccm.workers.runtime.reload import ConfigReloader
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.runtime.runner import Runner, RunnerSettings
 from pyccm.workers.service.controller import ServiceController, ServiceSettings
@@ -104,6 +106,15 @@ def build_controller(
     raise ConfigError(f"unknown controller {name!r}")
 
 
+def _cluster_id(name: str, args: argparse.Namespace) -> str:
+    """Only the service worker creates resources that carry it (routes: the router's tag)."""
+    if name not in ("service", "route"):
+        return ""
+    return resolve_cluster_id(
+        given=args.cluster_id, kubeconfig=args.kubeconfig, required=args.standalone
+    )
+
+
 def process_name(name: str, args: argparse.Namespace) -> str:
     """The worker's name in its log lines: its bus name (`service-1` for shard 1 of n)."""
     if name != "service":
@@ -123,6 +134,7 @@ def main(args: argparse.Namespace) -> int:
             settings=ProviderSettings(
                 cloud_config=Path(args.cloud_config) if args.cloud_config else None,
                 cluster_name=args.cluster_name,
+                cluster_id=_cluster_id(name, args),
                 cloud_api_qps=args.cloud_api_qps,
                 cloud_api_burst=args.cloud_api_burst,
             ),
@@ -151,7 +163,20 @@ def main(args: argparse.Namespace) -> int:
         settings=RunnerSettings(workers=threads),
         committer=commit,
     )
-    return _serve(runner, transport)
+    return _serve(runner, transport, _reloader(args, cloud=cloud, runner=runner))
+
+
+def _reloader(args: argparse.Namespace, *, cloud: Cloud, runner: Runner) -> ConfigReloader | None:
+    """Keeps the cloud configuration current (`--cloud-config-reload-period`, SIGHUP); none
+    for a provider that cannot reload, or a disabled controller (nothing uses the cloud)."""
+    if not isinstance(cloud, ReloadableCloud) or isinstance(runner.controller, DisabledController):
+        return None
+    return ConfigReloader(
+        cloud=cloud,
+        controller=runner.controller.name,
+        period=args.cloud_config_reload_period,
+        wake=runner.wake,
+    )
 
 
 def _transport(
@@ -186,7 +211,7 @@ def _transport(
     )
 
 
-def _serve(runner: Runner, transport: Transport) -> int:
+def _serve(runner: Runner, transport: Transport, reloader: ConfigReloader | None) -> int:
     stop = threading.Event()
 
     def terminate(signum: int, frame: FrameType | None) -> None:
@@ -194,6 +219,9 @@ def _serve(runner: Runner, transport: Transport) -> int:
 
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, terminate)
+    if reloader is not None:
+        # SIGHUP re-reads the cloud configuration now (it used to end the process).
+        signal.signal(signal.SIGHUP, lambda signum, frame: reloader.request())
     # Everything built so far (modules, the cloud client, the controller) lives until exit:
     # moved out of the collector's reach, it is neither rescanned by every full collection
     # nor collected at interpreter exit, which took 0.25-0.6 s of the 2 s a worker has to
@@ -201,11 +229,15 @@ def _serve(runner: Runner, transport: Transport) -> int:
     gc.freeze()
     runner.start()
     transport.start()  # type: ignore[attr-defined]
+    if reloader is not None:
+        reloader.start()
     while not stop.wait(0.5):
         fatal = getattr(transport, "fatal", None)
         if fatal is not None:
             log.error("exiting: %s", fatal)
             return 2
+    if reloader is not None:
+        reloader.stop()
     runner.stop()
     transport.stop()  # type: ignore[attr-defined]
     return 0

@@ -9,6 +9,7 @@ from pyccm.protocol.addresses import add_bus_flags
 from pyccm.protocol.controllers import CONTROLLERS, WORKER_ALIASES
 from pyccm.protocol.durations import duration_flag
 from pyccm.protocol.load_balancer_class import add_load_balancer_class_flags
+from pyccm.workers.runtime.identity import add_cluster_id_flag
 
 DURATION = "seconds, or a duration such as 5s or 5m"
 
@@ -34,6 +35,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--cluster-name",
         default="kubernetes",
         help="the cluster's name in the names of its cloud resources (default %(default)s)",
+    )
+    add_cluster_id_flag(parser)
+    parser.add_argument(
+        "--cloud-config-reload-period",
+        type=duration_flag,
+        default=10.0,
+        help="re-read --cloud-config (and its clouds.yaml) this often and apply what changed, "
+        "no restart needed (default 10s; 0: only on SIGHUP)",
     )
     parser.add_argument(
         "--cloud-api-qps",

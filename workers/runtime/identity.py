@@ -1,0 +1,79 @@
+"""Which cluster this process works for: `--cluster-id`, or the `kube-system` UID.
+
+The id marks every cloud resource pyccm creates (upstream #3102). A worker takes it from
+`--cluster-id` (default `$PYCCM_CLUSTER_ID`); without one, a process that can reach the
+API server (standalone, in a pod with its service account, or given `--kubeconfig`) reads
+the `kube-system` namespace's UID once at start. One that cannot runs without an id, as
+upstream does (ownership by name alone), and says so once in its log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from pyccm.provider.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ENV = "PYCCM_CLUSTER_ID"
+
+
+def add_cluster_id_flag(parser: argparse._ActionsContainer) -> None:
+    """`--cluster-id`, on every command that creates or lists cloud resources."""
+    parser.add_argument(
+        "--cluster-id",
+        default=os.environ.get(ENV, ""),
+        help="this cluster's unique id, written in the tags of every cloud resource pyccm "
+        "creates (default $PYCCM_CLUSTER_ID, else the kube-system namespace's UID read "
+        "from the API server)",
+    )
+
+
+def add_cloud_flags(parser: argparse.ArgumentParser) -> None:
+    """The provider flags a worker has, for the one-shot commands (`pyccm gc`, `plan`)."""
+    parser.add_argument(
+        "--cloud-provider", default="openstack", help="provider name (default %(default)s)"
+    )
+    parser.add_argument(
+        "--cloud-config", default="", help="provider configuration file (cloud.conf)"
+    )
+    parser.add_argument(
+        "--cluster-name",
+        default="kubernetes",
+        help="the cluster's name in the names of its cloud resources (default %(default)s)",
+    )
+
+
+def can_reach_kubernetes(kubeconfig: str) -> bool:
+    return bool(kubeconfig) or "KUBERNETES_SERVICE_HOST" in os.environ
+
+
+def resolve_cluster_id(*, given: str, kubeconfig: str, required: bool) -> str:
+    """`given`, or the UID read with `kubeconfig` (in-cluster when ""). `required`: a read
+    that fails is a `ConfigError` (exit 2) instead of running without an id."""
+    if given:
+        return given
+    if not required and not can_reach_kubernetes(kubeconfig):
+        log.warning(
+            "no --cluster-id and no Kubernetes API to read it from: cloud resources are "
+            "owned by name alone, as upstream (two clusters with one --cluster-name can "
+            "take each other's load balancers)"
+        )
+        return ""
+    # Here, not at the top: the command lines import this module for the flag alone.
+    from pyccm.kubeapi.client import KubeClient, KubeSettings
+    from pyccm.kubeapi.cluster import read_cluster_id
+
+    try:
+        client = KubeClient(settings=KubeSettings(kubeconfig=kubeconfig))
+        try:
+            return read_cluster_id(client)
+        finally:
+            client.close()
+    except Exception as error:  # a bad kubeconfig, no service account, an API error
+        raise ConfigError(
+            f"cannot read the cluster id (the kube-system namespace's UID): {error}; "
+            "give --cluster-id"
+        ) from error

@@ -1,0 +1,69 @@
+"""Orphans: cloud resources this cluster owns that no live Service accounts for (upstream
+#3145: load balancers and floating IPs left behind after a Service's or the cluster's
+deletion, a finalizer removed by hand, a worker killed mid-delete).
+
+The provider lists what carries this cluster's id (`LoadBalancers.owned`), each resource
+with the Services it was made for; a resource is accounted for while one of them still
+exists as a load-balancer Service (or is still being cleaned up: our finalizer). One
+function decides, for `pyccm gc` and for the service worker's periodic scan alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pyccm.protocol.views import Service
+from pyccm.provider.interface import OwnedResource
+from pyccm.workers.service.policy import FINALIZER
+
+# The order a deletion goes in: what hangs off a load balancer, the load balancers (their
+# floating IPs go with them), then what is left of the addresses and the groups.
+DELETION_ORDER = ("listener", "load balancer", "floating IP", "security group", "route")
+
+
+@dataclass(frozen=True)
+class Live:
+    """The Services that account for cloud resources: by `namespace/name` and by UID."""
+
+    keys: frozenset[str]
+    uids: frozenset[str]
+    # The cluster is gone (`pyccm gc` without a Kubernetes API): everything it owns is an
+    # orphan, even what cannot be traced to a Service.
+    gone: bool = False
+
+    @classmethod
+    def of(cls, services: Iterable[Service]) -> Live:
+        alive = [
+            s
+            for s in services
+            if s.spec.type == "LoadBalancer" or FINALIZER in s.metadata.finalizers
+        ]
+        return cls(
+            keys=frozenset(s.key for s in alive),
+            # Legacy load-balancer names hold the UID without dashes.
+            uids=frozenset(
+                u for s in alive for u in (s.metadata.uid, s.metadata.uid.replace("-", ""))
+            ),
+        )
+
+
+GONE = Live(keys=frozenset(), uids=frozenset(), gone=True)
+
+
+def accounted_for(resource: OwnedResource, live: Live) -> bool:
+    if live.gone:
+        return False
+    if not resource.services and not resource.service_uid:
+        # Cannot be traced to a Service (a name cut at 255 characters): never called an
+        # orphan while the cluster lives.
+        return True
+    if any(key in live.keys for key in resource.services):
+        return True
+    return bool(resource.service_uid) and resource.service_uid in live.uids
+
+
+def orphans(owned: Sequence[OwnedResource], live: Live) -> list[OwnedResource]:
+    """The resources of `owned` no live Service accounts for, in deletion order."""
+    found = [r for r in owned if not accounted_for(r, live)]
+    return sorted(found, key=lambda r: DELETION_ORDER.index(r.kind))
