@@ -84,6 +84,7 @@ def build_controller(
             resync_period=args.lb_resync_period,
             shard=shard,
             classes=classes,
+            orphan_scan_period=args.orphan_scan_period,
         )
         controller = ServiceController(
             replica=replica, load_balancers=load_balancers, commit=commit, settings=service
@@ -110,9 +111,7 @@ def _cluster_id(name: str, args: argparse.Namespace) -> str:
     """Only the service worker creates resources that carry it (routes: the router's tag)."""
     if name not in ("service", "route"):
         return ""
-    return resolve_cluster_id(
-        given=args.cluster_id, kubeconfig=args.kubeconfig, required=args.standalone
-    )
+    return resolve_cluster_id(given=args.cluster_id, kubeconfig=args.kubeconfig, required=False)
 
 
 def process_name(name: str, args: argparse.Namespace) -> str:

@@ -88,6 +88,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=600.0,
         help="re-ensure every LB Service this often; reads only unless drifted (default 10m)",
     )
+    service.add_argument(
+        "--orphan-scan-period",
+        type=duration_flag,
+        default=0.0,
+        help="this often, warn (event on kube-system, pyccm_orphaned_resources) about cloud "
+        "resources of this cluster no Service accounts for; 0 = off (default)",
+    )
     add_load_balancer_class_flags(service)
     route = parser.add_argument_group("route")
     route.add_argument(

@@ -51,8 +51,9 @@ def can_reach_kubernetes(kubeconfig: str) -> bool:
 
 
 def resolve_cluster_id(*, given: str, kubeconfig: str, required: bool) -> str:
-    """`given`, or the UID read with `kubeconfig` (in-cluster when ""). `required`: a read
-    that fails is a `ConfigError` (exit 2) instead of running without an id."""
+    """`given`, or the UID read with `kubeconfig` (in-cluster when ""). A read that fails
+    is a `ConfigError` (exit 2); with no API to read from, `required` makes that an error
+    too, else the process runs without an id (and says so)."""
     if given:
         return given
     if not required and not can_reach_kubernetes(kubeconfig):

@@ -57,6 +57,8 @@ from pyccm.workers.runtime.commit import needs_retry
 from pyccm.workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
 from pyccm.workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
+from pyccm.workers.service import orphans
+from pyccm.workers.service.orphans import ORPHANS
 from pyccm.workers.service.policy import (
     FINALIZER,
     BackendId,
@@ -112,6 +114,11 @@ class ServiceSettings:
     # --load-balancer-class(-only): the Services' classes this tree claims; upstream's
     # default, only Services without a class.
     classes: LoadBalancerClasses = UNCLASSED
+    # --orphan-scan-period: list what this cluster owns in the cloud this often and warn
+    # about what no Service accounts for (upstream #3145). Off (0) by default: it reads
+    # every load balancer, floating IP and security group the cluster owns; `pyccm gc`
+    # does the same on demand.
+    orphan_scan_period: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -287,7 +294,15 @@ class ServiceController:
             for key in owned:
                 enqueue(key)
 
-        return [Periodic(name="lb-resync", period=self._settings.resync_period, run=resync)]
+        resyncs = [Periodic(name="lb-resync", period=self._settings.resync_period, run=resync)]
+        return [*resyncs, *self._orphan_scan(enqueue)]
+
+    def _orphan_scan(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        """`--orphan-scan-period`, on one shard only (every shard sees every Service)."""
+        period = self._settings.orphan_scan_period
+        if period <= 0 or self._settings.shard.index != 0:
+            return []
+        return [Periodic(name="orphan-scan", period=period, run=lambda: enqueue(ORPHANS))]
 
     # --- sync -------------------------------------------------------------------------
 
@@ -295,6 +310,8 @@ class ServiceController:
         if key == SWEEP:
             self._sweep()
             return ()
+        if key == ORPHANS:
+            return orphans.scan(self._lbs, self._replica.services(), component=COMPONENT)
         service = self._replica.service(key)
         with self._lock:
             prior = self._synced.get(key)

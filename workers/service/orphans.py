@@ -13,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from prometheus_client import Gauge
+
+from pyccm.protocol.messages import Action, ObjectRef, RecordEvent
 from pyccm.protocol.views import Service
-from pyccm.provider.interface import OwnedResource
+from pyccm.provider.interface import LoadBalancers, OwnedResource
 from pyccm.workers.service.policy import FINALIZER
 
 # The order a deletion goes in: what hangs off a load balancer, the load balancers (their
@@ -67,3 +70,40 @@ def orphans(owned: Sequence[OwnedResource], live: Live) -> list[OwnedResource]:
     """The resources of `owned` no live Service accounts for, in deletion order."""
     found = [r for r in owned if not accounted_for(r, live)]
     return sorted(found, key=lambda r: DELETION_ORDER.index(r.kind))
+
+
+# --- the service worker's periodic scan (`--orphan-scan-period`) ----------------------------------
+
+ORPHANS = "@orphans"
+# Events need an object: the kube-system namespace stands for the cluster (its UID is the
+# cluster id), since an orphan's Service is, by definition, gone.
+CLUSTER_OBJECT = ObjectRef(kind="Namespace", name="kube-system")
+ORPHANED = Gauge(
+    "pyccm_orphaned_resources",
+    "Cloud resources this cluster owns that no live Service accounts for, by kind, at the "
+    "last orphan scan (--orphan-scan-period; pyccm gc deletes them).",
+    ["kind"],
+    multiprocess_mode="livemax",
+)
+
+
+def scan(
+    load_balancers: LoadBalancers, services: Iterable[Service], *, component: str
+) -> tuple[Action, ...]:
+    """One scan: the gauge per kind, and one Warning event per orphan (aggregated by the
+    manager's recorder: the same orphan found again bumps its count)."""
+    found = orphans(load_balancers.owned(), Live.of(services))
+    for kind in DELETION_ORDER:
+        ORPHANED.labels(kind=kind).set(sum(1 for r in found if r.kind == kind))
+    return tuple(
+        RecordEvent(
+            regarding=CLUSTER_OBJECT,
+            reason="OrphanedCloudResource",
+            message=f"{r.kind} {r.id} ({r.name or '-'}) is this cluster's, but no Service "
+            f"accounts for it (made for {', '.join(r.services) or 'an unknown Service'}); "
+            "pyccm gc --yes deletes it",
+            type="Warning",
+            component=component,
+        )
+        for r in found
+    )
