@@ -40,6 +40,8 @@ from pyccm.sim.scenario import CLUSTER_CIDR
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 READY_URL = re.compile(r"ready at (\S+)")
 REPO = Path(__file__).resolve().parent.parent
+# `--cluster-name` of the demo tree: its load balancers are `kube_service_demo_<ns>_<name>`.
+CLUSTER_NAME = "demo"
 # Rows of each summary table: a 5,000-node demo prints a sample, not 10,000 lines.
 SUMMARY_ROWS = 50
 
@@ -102,6 +104,18 @@ class World:
     kubeconfig: Path
     cloud_conf: Path
     cloud_url: str = ""
+
+    @property
+    def cluster_id(self) -> str:
+        """The kube simulator's kube-system UID: the cluster id the tree tags with."""
+        from pyccm.kubeapi.client import KubeClient, KubeSettings
+        from pyccm.kubeapi.cluster import read_cluster_id
+
+        client = KubeClient(settings=KubeSettings(kubeconfig=str(self.kubeconfig)))
+        try:
+            return read_cluster_id(client)
+        finally:
+            client.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -242,7 +256,9 @@ def process_tree(
         PYCCM_RUNTIME_DIR=str(runtime),
         PYCCM_KUBECONFIG=str(world.kubeconfig),
         PYCCM_CLOUD_CONFIG=str(world.cloud_conf),
-        PYCCM_CLUSTER_NAME="demo",
+        PYCCM_CLUSTER_NAME=CLUSTER_NAME,
+        # The workers on the bus tag what they create with it (`--cluster-id`).
+        PYCCM_CLUSTER_ID=world.cluster_id,
         PYCCM_CONTROLLERS="*",
         PYCCM_SERVICE_SHARDS=str(service_shards),
         PYCCM_CLUSTER_CIDR=cluster_cidr,
@@ -296,8 +312,68 @@ def watch_progress(world: World, *, nodes: int, services: int, timeout: float) -
         f"\r{state.progress(nodes=nodes, services=services)}  ({time.monotonic() - started:.1f}s)\n"
     )
     print_summary(state)
-    if state.services:
-        return delete_one_service(kube, cloud, state, deadline=deadline, workdir=world.workdir)
+    if not state.services:
+        return 0
+    code = delete_one_service(kube, cloud, state, deadline=deadline, workdir=world.workdir)
+    if code == 0 and len(state.services) > 1:
+        code = show_a_plan(world, sorted(state.services, key=lambda s: s.key)[1])
+    if code == 0:
+        code = collect_an_orphan(world, cloud)
+    return code
+
+
+def pyccm_command(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """Another `pyccm` command, as an operator would type it; its output indented."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pyccm", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+    for line in (done.stdout + done.stderr).splitlines():
+        print(f"    {line}")
+    return done
+
+
+def show_a_plan(world: World, service: Service) -> int:
+    """`pyccm plan`: what a changed annotation would do, before anyone makes the change."""
+    method = "loadbalancer.openstack.org/lb-method=LEAST_CONNECTIONS"
+    print(f"\n$ pyccm plan service {service.key} --annotation {method}")
+    done = pyccm_command(
+        *("plan", "service", service.key, "--annotation", method),
+        *("--kubeconfig", str(world.kubeconfig), "--cloud-config", str(world.cloud_conf)),
+        *("--cluster-name", CLUSTER_NAME),
+    )
+    return done.returncode
+
+
+def collect_an_orphan(world: World, cloud: CloudView) -> int:
+    """`pyccm gc`: a load balancer of this cluster that no Service accounts for (made here
+    through the simulator, as a worker killed mid-delete or a finalizer removed by hand
+    would leave one) is listed by the dry run and deleted by `--yes`."""
+    name = f"kube_service_{CLUSTER_NAME}_default_leaked"
+    body = {"name": name, "tags": [name, f"pyccm-cluster:{world.cluster_id}"]}
+    request = urllib.request.Request(
+        f"{cloud.url}/_sim/loadbalancers",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        leaked = json.load(answer)["id"]
+    print(f"\nleft an orphan on purpose: load balancer {leaked} ({name}), no Service for it")
+    flags = ("--kubeconfig", str(world.kubeconfig), "--cloud-config", str(world.cloud_conf))
+    flags += ("--cluster-name", CLUSTER_NAME)
+    for mode in ("--dry-run", "--yes"):
+        print(f"\n$ pyccm gc {mode}")
+        if pyccm_command("gc", mode, *flags).returncode != 0:
+            return 1
+    if any(lb["id"] == leaked for lb in cloud.rows("loadbalancer")):
+        print(f"\nthe orphan {leaked} is still there; logs: {world.workdir}")
+        return 1
+    print("the orphan is gone; every other load balancer is still there.")
     return 0
 
 
@@ -360,6 +436,10 @@ class CloudView:
 
     def __init__(self, url: str) -> None:
         self._url = url.rstrip("/")
+
+    @property
+    def url(self) -> str:
+        return self._url
 
     def rows(self, kind: str) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self._url}/_sim/resources/{kind}", timeout=10) as answer:

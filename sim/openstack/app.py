@@ -286,6 +286,15 @@ def add_admin_routes(app: web.Application, cloud: Cloud) -> None:
         cloud.octavia.release(request.match_info["id"])
         return {"released": request.match_info["id"]}
 
+    def add_load_balancer(request: web.Request, body: Any) -> Any:
+        """A load balancer made behind the controller's back (on the private subnet unless
+        the body names a VIP): what a leaked or foreign one looks like, for demos and
+        tests of `pyccm gc`."""
+        fields = body if isinstance(body, dict) else {}
+        fields = {"vip_subnet_id": cloud.seeded.private_subnet_id, **fields}
+        lb = cloud.octavia.create_tree(fields)
+        return {"id": lb["id"], "name": lb["name"]}
+
     def reset(request: web.Request, body: Any) -> Any:
         options = body if isinstance(body, dict) else {}
         cloud.reset(knobs=bool(options.get("knobs", True)), calls=bool(options.get("calls", True)))
@@ -309,6 +318,7 @@ def add_admin_routes(app: web.Application, cloud: Cloud) -> None:
         ("PUT", "/servers/{name}/status", set_status),
         ("DELETE", "/servers/{name}", delete_server),
         ("POST", "/servers/{name}/floating-ip", floating_ip),
+        ("POST", "/loadbalancers", add_load_balancer),
         ("POST", "/loadbalancers/{id}/stick", stick),
         ("POST", "/loadbalancers/{id}/release", release),
         ("GET", "/resources/{kind}", lambda r, b: {"items": cloud.snapshot(r.match_info["kind"])}),

@@ -32,3 +32,13 @@ def test_the_demo_does_the_whole_mission_and_exits_zero() -> None:
     routes = [line for line in lines if line.startswith("10.64.")]
     assert len(routes) == 3
     assert "its load balancer and its floating IP are gone" in result.stdout
+    # pyccm plan: the annotation's change, as pool updates, before anyone makes it.
+    assert "$ pyccm plan service" in result.stdout
+    assert "update  pool" in result.stdout
+    assert "lb_algorithm: LEAST_CONNECTIONS" in result.stdout
+    # pyccm gc: the orphan left on purpose is listed by the dry run, then deleted.
+    dry_run, _, deleting = result.stdout.partition("$ pyccm gc --yes")
+    assert "kube_service_demo_default_leaked" in dry_run.partition("$ pyccm gc --dry-run")[2]
+    assert "dry run: nothing was deleted" in dry_run
+    assert "deleted" in deleting
+    assert "the orphan is gone" in result.stdout
