@@ -18,7 +18,7 @@ All calls are blocking: workers call them from sync threads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NewType, Protocol
+from typing import Any, Literal, NewType, Protocol, runtime_checkable
 
 import msgspec
 
@@ -271,4 +271,39 @@ class Cloud(Protocol):
 
     def close(self) -> None:
         """Release connections; the process is about to exit."""
+        ...
+
+
+Capability = Literal["instances", "load_balancers", "routes"]
+"""A capability by the name of its `Cloud` accessor."""
+
+
+class ConfigChange(_Outcome, frozen=True):
+    """What one reload of the provider's configuration put in force (`ReloadableCloud`)."""
+
+    # The file the provider's configuration is read from (`--cloud-config`).
+    source: str = ""
+    # What changed, in the configuration's own words (`cloud.conf` sections); empty when
+    # the files changed but no setting did (a comment, the order of keys).
+    sections: tuple[str, ...] = ()
+    # The capabilities whose settings changed: the controllers using them look at their
+    # objects again at once, instead of at their next periodic pass.
+    capabilities: frozenset[Capability] = frozenset()
+    # Settings read only when the process starts: changed in the file, in force after
+    # the next restart (each names its section and key).
+    need_restart: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class ReloadableCloud(Cloud, Protocol):
+    """A cloud that can re-read its configuration while it runs (optional: a worker polls
+    only clouds that offer it)."""
+
+    def reload_config(self) -> ConfigChange | None:
+        """Re-read the configuration if its files changed since the last call.
+
+        None: their content is what was last read, nothing to do. Else the new settings
+        are in force for every call made from now on. Raises `ConfigError` (one line, no
+        value quoted) for a file that cannot be used; the settings in force stay, and the
+        same bad content is not reported again."""
         ...

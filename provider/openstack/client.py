@@ -239,22 +239,34 @@ class OpenStackClient:
         bucket: TokenBucket,
         metrics: ApiMetrics,
         redactor: Redactor,
+        user_agent: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._connection = connection
+        self._bucket = bucket
+        self._user_agent = user_agent
+        self._connection = self._prepared(connection)
         self._metrics = metrics
         self._redact = redactor
         self._clock = clock
         self._sleep = sleep
-        adapter = ThrottledAdapter(bucket)
-        http = connection.session.session
-        http.mount("http://", adapter)
-        http.mount("https://", adapter)
         # openstacksdk builds a proxy on first attribute access, authenticating and
         # discovering versions on the way; build each once, under a lock, on first use.
         self._proxy_lock = threading.Lock()
         self._proxies: dict[ServiceType, Any] = {}
+
+    def _prepared(self, connection: Connection) -> Connection:
+        """Throttle every HTTP request of `connection` with the process's bucket and add the
+        `--user-agent` tokens, as upstream adds them to its User-Agent."""
+        # One adapter per connection, so closing a replaced one leaves the others' pools.
+        adapter = ThrottledAdapter(self._bucket)
+        http = connection.session.session
+        http.mount("http://", adapter)
+        http.mount("https://", adapter)
+        for token in self._user_agent:
+            name, _, version = token.partition("/")
+            connection.session.additional_user_agent.append((name, version))
+        return connection
 
     @property
     def connection(self) -> Connection:
@@ -262,6 +274,24 @@ class OpenStackClient:
 
     def close(self) -> None:
         self._connection.close()
+
+    def replace_connection(
+        self, connection: Connection, *, secrets: tuple[str, ...], retire_after: float
+    ) -> None:
+        """Send every call from now on through `connection` (new credentials: it
+        authenticates afresh on its first call). An attempt already under way finishes on
+        the connection it started on, which is closed `retire_after` seconds later (longer
+        than one attempt may last); the attempts after it, retries included, use the new
+        one. Error messages stay scrubbed of the old secrets as well as the new ones."""
+        prepared = self._prepared(connection)
+        with self._proxy_lock:
+            retired, self._connection = self._connection, prepared
+            self._proxies = {}
+        self._redact = Redactor(tuple(dict.fromkeys((*self._redact.secrets, *secrets))))
+        closer = threading.Timer(retire_after, retired.close)
+        closer.name = "openstack-retired-connection"
+        closer.daemon = True
+        closer.start()
 
     def proxy(self, service: ServiceType) -> Any:
         """The openstacksdk proxy (a keystoneauth Adapter) of `service`."""
@@ -577,16 +607,12 @@ def build_client(
         clock=clock,
         sleep=sleep,
     )
-    connection = connection or connect(settings=settings)
-    # `--user-agent name/version` tokens, as upstream adds them to its User-Agent.
-    for token in provider_settings.user_agent:
-        name, _, version = token.partition("/")
-        connection.session.additional_user_agent.append((name, version))
     return OpenStackClient(
-        connection=connection,
+        connection=connection or connect(settings=settings),
         bucket=bucket,
         metrics=ApiMetrics(registry),
         redactor=Redactor(settings.global_.secrets()),
+        user_agent=provider_settings.user_agent,
         clock=clock,
         sleep=sleep,
     )

@@ -160,6 +160,23 @@ class OpenStackSettings:
     metadata: MetadataSettings = MetadataSettings()
     # `OS_CCM_REGIONAL=true`: providerIDs carry the region (`openstack://<region>/<id>`).
     regional: bool = False
+    # Every file these settings were read from: `cloud.conf`, then the clouds.yaml (and
+    # secure.yaml) openstacksdk found. A reload watches their content.
+    sources: tuple[Path, ...] = field(default=(), compare=False)
+
+    def changed_sections(self, other: OpenStackSettings) -> tuple[str, ...]:
+        """The `cloud.conf` sections whose settings differ in `other`, in file order
+        (`[Global]` also covers the values it took from clouds.yaml)."""
+        lb, other_lb = self.load_balancer, other.load_balancer
+        pairs = (
+            ("Global", self.global_, other.global_),
+            ("LoadBalancer", replace(lb, classes={}), replace(other_lb, classes={})),
+            ("LoadBalancerClass", dict(lb.classes), dict(other_lb.classes)),
+            ("Networking", self.networking, other.networking),
+            ("Route", self.route, other.route),
+            ("Metadata", self.metadata, other.metadata),
+        )
+        return tuple(name for name, mine, theirs in pairs if mine != theirs)
 
 
 class LiveSettings:
@@ -333,8 +350,11 @@ _CLOUDS_TOP_FIELDS = {
 }
 
 
-def _read_clouds_yaml(settings: GlobalSettings, *, conf_path: Path) -> dict[str, Any]:
-    """The named cloud's merged config dict, as openstacksdk resolves it."""
+def _read_clouds_yaml(
+    settings: GlobalSettings, *, conf_path: Path
+) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    """The named cloud's merged config dict, as openstacksdk resolves it, and the files
+    it was read from (clouds.yaml and, when there is one, secure.yaml)."""
     from openstack import exceptions as sdk_exceptions
     from openstack.config import loader
 
@@ -350,12 +370,16 @@ def _read_clouds_yaml(settings: GlobalSettings, *, conf_path: Path) -> dict[str,
             region = config.get_one(cloud=settings.cloud or None, validate=False)
     except sdk_exceptions.ConfigException as exc:
         raise ConfigError(f"{where}: clouds.yaml is not usable ({type(exc).__name__})") from None
-    return dict(region.config)
+    found = (config.config_filename, config.secure_config_filename)
+    return dict(region.config), tuple(Path(name) for name in found if name)
 
 
-def merge_clouds_yaml(settings: GlobalSettings, *, conf_path: Path) -> GlobalSettings:
-    """Fill the empty `[Global]` values from clouds.yaml (explicit `cloud.conf` values win)."""
-    cloud = _read_clouds_yaml(settings, conf_path=conf_path)
+def merge_clouds_yaml(
+    settings: GlobalSettings, *, conf_path: Path
+) -> tuple[GlobalSettings, tuple[Path, ...]]:
+    """Fill the empty `[Global]` values from clouds.yaml (explicit `cloud.conf` values win);
+    also returns the files read."""
+    cloud, files = _read_clouds_yaml(settings, conf_path=conf_path)
     auth = cloud.get("auth") or {}
     updates: dict[str, Any] = {}
     for source, target in _CLOUDS_AUTH_FIELDS.items():
@@ -364,7 +388,7 @@ def merge_clouds_yaml(settings: GlobalSettings, *, conf_path: Path) -> GlobalSet
     for source, target in _CLOUDS_TOP_FIELDS.items():
         if not getattr(settings, target) and cloud.get(source):
             updates[target] = str(cloud[source])
-    return replace(settings, **updates)
+    return replace(settings, **updates), files
 
 
 # --- entry point ---------------------------------------------------------------------------
@@ -395,8 +419,9 @@ def load_settings(
         raise ConfigError("the openstack provider needs --cloud-config (a cloud.conf file)")
     document = _read_document(path)
     global_settings = _global(document)
+    clouds_files: tuple[Path, ...] = ()
     if global_settings.use_clouds:
-        global_settings = merge_clouds_yaml(global_settings, conf_path=path)
+        global_settings, clouds_files = merge_clouds_yaml(global_settings, conf_path=path)
     _check_global(global_settings, path=path)
     return OpenStackSettings(
         path=path,
@@ -406,4 +431,5 @@ def load_settings(
         route=RouteSettings(router_id=Section(document, "Route").string("router-id")),
         metadata=_metadata(document),
         regional=environ.get("OS_CCM_REGIONAL", "").lower() == "true",
+        sources=(path, *clouds_files),
     )

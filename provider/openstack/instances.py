@@ -45,7 +45,7 @@ from pyccm.provider.errors import (
 from pyccm.provider.interface import InstanceListing, InstanceMetadata, ProviderId
 from pyccm.provider.openstack.addresses import node_addresses
 from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.config import OpenStackSettings
+from pyccm.provider.openstack.config import LiveSettings, OpenStackSettings
 from pyccm.provider.openstack.resources import (
     FlavorEnvelope,
     NetworkEnvelope,
@@ -103,12 +103,18 @@ def is_label_value(text: str) -> bool:
 
 
 class OpenStackInstances:
-    def __init__(self, *, client: OpenStackClient, settings: OpenStackSettings) -> None:
+    def __init__(self, *, client: OpenStackClient, settings: LiveSettings) -> None:
         self._client = client
-        self._settings = settings
+        self._live = settings
         self._lock = threading.Lock()
         self._flavor_names: dict[str, str] = {}
         self._microversion: str | bool | None = False  # False = not negotiated yet
+
+    @property
+    def _settings(self) -> OpenStackSettings:
+        """`cloud.conf` in force now: `[Networking]` and the region of a reload apply from
+        the next call."""
+        return self._live.current
 
     # --- InstancesV2 ---------------------------------------------------------------------------
     def instance_exists(self, *, node: Node) -> bool:
@@ -168,14 +174,15 @@ class OpenStackInstances:
     def instance_metadata(self, *, node: Node) -> InstanceMetadata:
         server = self._server(node)
         ports = self._ports(server.id)
+        settings = self._settings
         addresses = node_addresses(
             server=server,
             ports=ports,
             subport_addresses=self._subport_addresses(ports),
-            networking=self._settings.networking,
+            networking=settings.networking,
         )
-        region = self._settings.global_.region
-        prefix = f"{SCHEME}://{region}/" if self._settings.regional else f"{SCHEME}:///"
+        region = settings.global_.region
+        prefix = f"{SCHEME}://{region}/" if settings.regional else f"{SCHEME}:///"
         return InstanceMetadata(
             provider_id=ProviderId(prefix + server.id),
             instance_type=self._instance_type(server),

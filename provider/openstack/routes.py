@@ -256,6 +256,15 @@ class OpenStackRoutes:
         self._lock = threading.Lock()
         self._router_networks: frozenset[str] | None = None
 
+    def retarget(self, router_id: str) -> None:
+        """Program `router_id` from now on (a reload of `[Route] router-id`). A batch in
+        flight finishes on the old router first; the routes already there stay, as after
+        upstream's restart with a new router."""
+        with self._lock:
+            if router_id != self._router_id:
+                self._router_id = router_id
+                self._router_networks = None
+
     # --- Routes ----------------------------------------------------------------------------------
     def list(self, *, nodes: Sequence[Node]) -> tuple[Route, ...]:
         owners = {a.address: node for node in nodes for a in node.status.addresses}

@@ -39,7 +39,7 @@ class Cloud:
     def _build(self, *, tokens_from: keystone.Keystone | None) -> None:
         ids = Ids(self.settings.random_seed)
         self.counters = Counters()
-        self.keystone = keystone.Keystone(settings=self.settings, ids=ids)
+        self.keystone = keystone.Keystone(settings=self.settings, ids=ids, knobs=self.knobs)
         if tokens_from is not None:
             self.keystone.adopt_tokens(tokens_from)
         self.neutron = neutron.Neutron(

@@ -19,7 +19,7 @@ from typing import Any
 
 from pyccm.sim.openstack.errors import ApiError, bad_request, not_found, unauthorized
 from pyccm.sim.openstack.routing import NO_CONTENT, Reply, Req, Route, json_object, ok
-from pyccm.sim.openstack.settings import SimSettings
+from pyccm.sim.openstack.settings import Knobs, SimSettings
 from pyccm.sim.openstack.store import Ids
 
 IDENTITY_VERSION = "v3.14"
@@ -53,9 +53,10 @@ class Scope:
 class Keystone:
     """One domain, user, project, application credential and trust; the issued tokens."""
 
-    def __init__(self, *, settings: SimSettings, ids: Ids) -> None:
+    def __init__(self, *, settings: SimSettings, ids: Ids, knobs: Knobs | None = None) -> None:
         self._settings = settings
         self._creds = settings.credentials
+        self._knobs = knobs or Knobs()
         self.user_id = ids.hex()
         self.project_id = ids.hex()
         self.app_credential_id = ids.hex()
@@ -134,7 +135,7 @@ class Keystone:
             raise bad_request("Expecting to find user in password.")
         if not self._is_our_user(user):
             raise unauthorized()
-        if user.get("password") != self._creds.password:
+        if user.get("password") != (self._knobs.keystone_password or self._creds.password):
             raise unauthorized()
 
     def _check_app_credential(self, section: dict[str, Any]) -> None:

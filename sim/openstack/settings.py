@@ -108,6 +108,10 @@ class Knobs:
     # default is oslo.middleware's `[oslo_middleware] max_request_body_size` (112 KiB),
     # which a stock cloud applies and which a large cluster's operator raises.
     max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE
+    # The password Keystone accepts for the seeded user now; "" = the one in the settings
+    # (and in the written configs). Set it, then revoke the tokens, to rotate the password
+    # under a running client as an operator would.
+    keystone_password: str = ""
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply a partial update; unknown names or bad values raise ValueError."""
@@ -159,6 +163,8 @@ def _coerce(name: str, value: Any) -> Any:  # noqa: PLR0911 - one case per knob 
             return str(value)
         case "error_rates":
             return _error_rates(value)
+        case "keystone_password":
+            return str(value)
         case "fail_next":
             return [rule if isinstance(rule, FailRule) else FailRule(**rule) for rule in value]
     raise ValueError(f"unknown knob {name!r}")

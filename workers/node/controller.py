@@ -78,7 +78,15 @@ class NodeController:
                 if not node.has_taint(UNINITIALIZED_TAINT):
                     enqueue(ADDRESSES + node.name)
 
-        return [Periodic(name="status", period=self._settings.status_update_frequency, run=refresh)]
+        # A reloaded `[Networking]` changes which addresses a node gets: refresh them now.
+        return [
+            Periodic(
+                name="status",
+                period=self._settings.status_update_frequency,
+                run=refresh,
+                wakes_on=frozenset({"instances"}),
+            )
+        ]
 
     def sync(self, key: str) -> tuple[Action, ...]:
         name = key.removeprefix(ADDRESSES)

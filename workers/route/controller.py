@@ -141,6 +141,7 @@ class RouteController:
                 name="reconcile",
                 period=self._settings.reconciliation_period,
                 run=lambda: enqueue(KEY),
+                wakes_on=frozenset({"routes"}),  # a reloaded [Route] router-id
             )
         ]
 

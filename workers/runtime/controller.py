@@ -15,6 +15,7 @@ from typing import Protocol
 
 from pyccm.protocol.messages import Action, ObjectRef, Topic
 from pyccm.protocol.views import Node, Service
+from pyccm.provider.interface import Capability
 from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
 Obj = Node | Service
@@ -44,11 +45,14 @@ class Disabled(Exception):
 @dataclass(frozen=True)
 class Periodic:
     """A task run every `period` seconds (sliding: the next run starts a period after the
-    previous one ended), on its own thread; it usually just enqueues keys."""
+    previous one ended), on its own thread; it usually just enqueues keys. It also runs at
+    once when the cloud's settings of a capability in `wakes_on` are reloaded (the
+    objects it enqueues may need the new settings now)."""
 
     name: str
     period: float
     run: Callable[[], None]
+    wakes_on: frozenset[Capability] = frozenset()
 
 
 class Controller(Protocol):

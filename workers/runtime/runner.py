@@ -21,6 +21,7 @@ from prometheus_client import Counter, Histogram
 
 from pyccm.protocol.messages import Action, Topic
 from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import Capability
 from pyccm.workers.runtime.commit import Committer, Transport, needs_retry
 from pyccm.workers.runtime.controller import Controller, Later, Obj, Periodic, SyncFailed
 from pyccm.workers.runtime.queue import WorkQueue
@@ -70,6 +71,8 @@ class Runner:
         )
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        # One event per periodic that asks to be woken (`Periodic.wakes_on`).
+        self._wakers: list[tuple[Periodic, threading.Event]] = []
         replica.listen(self._on_change)
 
     def start(self) -> None:
@@ -78,9 +81,24 @@ class Runner:
         # Upstream refreshes the in-flight gauges every 0.5 s, so a hung sync shows up.
         gauges = Periodic(name="queue-metrics", period=0.5, run=self.queue.refresh_metrics)
         for periodic in [gauges, *self.controller.periodics(self.queue.add)]:
+            wake = threading.Event()
+            self._wakers.append((periodic, wake))
             self._spawn(
-                f"{self.controller.name}-{periodic.name}", lambda p=periodic: self._every(p)
+                f"{self.controller.name}-{periodic.name}",
+                lambda p=periodic, w=wake: self._every(p, w),
             )
+
+    def wake(self, capabilities: frozenset[Capability]) -> None:
+        """Run now the periodics that asked to follow these capabilities' settings (a
+        reload of the cloud configuration changed them)."""
+        for periodic, wake in self._wakers:
+            if periodic.wakes_on & capabilities:
+                log.info(
+                    "%s: running %s now for the new cloud settings",
+                    self.controller.name,
+                    periodic.name,
+                )
+                wake.set()
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Let the syncs in flight finish for at most `timeout` seconds in all, then leave
@@ -90,6 +108,8 @@ class Runner:
         carries on from the cloud's state; waiting longer got the worker SIGKILLed."""
         deadline = time.monotonic() + timeout
         self._stop.set()
+        for _, wake in self._wakers:
+            wake.set()
         drained = self.queue.shutdown_with_drain(timeout)
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -111,7 +131,7 @@ class Runner:
             else:
                 self.queue.add(queued)
 
-    def _every(self, periodic: Periodic) -> None:
+    def _every(self, periodic: Periodic, wake: threading.Event) -> None:
         # The first run waits for the replica so it does not act on an empty cache.
         while not self._replica.synced.wait(0.5):
             if self._stop.is_set():
@@ -121,7 +141,10 @@ class Runner:
                 periodic.run()
             except Exception:
                 log.exception("%s: periodic %s failed", self.controller.name, periodic.name)
-            self._stop.wait(periodic.period)
+            # Cleared after the wait: a wake that arrives during a run makes one more run,
+            # which starts after the new settings are in force.
+            wake.wait(periodic.period)
+            wake.clear()
 
     def _work(self) -> None:
         while (key := self.queue.get()) is not None:

@@ -294,8 +294,17 @@ class ServiceController:
             for key in owned:
                 enqueue(key)
 
-        resyncs = [Periodic(name="lb-resync", period=self._settings.resync_period, run=resync)]
-        return [*resyncs, *self._orphan_scan(enqueue)]
+        # A reload of `[LoadBalancer]` defaults resyncs every Service at once, as an
+        # upstream restart would (workers/runtime/reload.py).
+        return [
+            Periodic(
+                name="lb-resync",
+                period=self._settings.resync_period,
+                run=resync,
+                wakes_on=frozenset({"load_balancers"}),
+            ),
+            *self._orphan_scan(enqueue),
+        ]
 
     def _orphan_scan(self, enqueue: Callable[[str], None]) -> list[Periodic]:
         """`--orphan-scan-period`, on one shard only (every shard sees every Service)."""
