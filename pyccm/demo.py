@@ -364,8 +364,10 @@ def collect_an_orphan(world: World, cloud: CloudView) -> int:
     with urllib.request.urlopen(request, timeout=10) as answer:
         leaked = json.load(answer)["id"]
     print(f"\nleft an orphan on purpose: load balancer {leaked} ({name}), no Service for it")
-    flags = ("--kubeconfig", str(world.kubeconfig), "--cloud-config", str(world.cloud_conf))
-    flags += ("--cluster-name", CLUSTER_NAME)
+    flags = (
+        *("--kubeconfig", str(world.kubeconfig), "--cloud-config", str(world.cloud_conf)),
+        *("--cluster-name", CLUSTER_NAME),
+    )
     for mode in ("--dry-run", "--yes"):
         print(f"\n$ pyccm gc {mode}")
         if pyccm_command("gc", mode, *flags).returncode != 0:

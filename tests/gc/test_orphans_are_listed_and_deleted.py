@@ -5,6 +5,7 @@ delete (exit 1)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,7 +41,7 @@ def world(
 
 
 def gc(sim: OpenStackSimHandle, kube: KubeSimHandle | None, *extra: str) -> Any:
-    flags = ["gc", "--cloud-config", sim.cloud_conf_path, *extra]
+    flags: list[str | Path] = ["gc", "--cloud-config", sim.cloud_conf_path, *extra]
     if kube is not None:
         flags += ["--kubeconfig", kube.kubeconfig_path]
     return pyccm(*flags)

@@ -39,7 +39,7 @@ def cluster(make_lbs: MakeLbs, sim: OpenStackSimHandle, cluster_id: str) -> Harn
 def owner_of(sim: OpenStackSimHandle, resource: dict[str, object]) -> str:
     tags = resource["tags"]
     assert isinstance(tags, list)
-    return next(t for t in tags if t.startswith("pyccm-cluster:"))
+    return next(str(t) for t in tags if str(t).startswith("pyccm-cluster:"))
 
 
 def test_two_clusters_of_one_name_keep_to_their_own_load_balancers(
