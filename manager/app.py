@@ -107,6 +107,9 @@ class Manager:
         # Set when this manager starts letting its Lease go (SIGTERM) or has lost it: from
         # then on its writer sends nothing, so two managers never write at once.
         self._letting_go = threading.Event()
+        # When this replica started serving workers (None while it does not): only the
+        # leader serves them, so only the leader can miss one.
+        self._serving_since: float | None = None
         # Starting to serve and letting go never interleave (they run on different threads).
         self._transition = threading.Lock()
         self.exit_code = 0
@@ -150,6 +153,7 @@ class Manager:
                 return
             self.bus.serve(True)
             self.bus.resume()
+            self._serving_since = time.monotonic()
         log.info(
             "caches synced (%d nodes, %d services); serving workers",
             len(self.cache.nodes),
@@ -172,6 +176,7 @@ class Manager:
     def _lost(self) -> None:
         with self._transition:
             self._letting_go.set()
+            self._serving_since = None
             self.bus.pause("lost the lease", leaving=True)
             self.bus.serve(False)
         time.sleep(0.2)  # let the pause reach the workers before we die
@@ -250,11 +255,21 @@ class Manager:
         )
 
     def _worker_check(self, name: str) -> Callable[[], str | None]:
+        """A worker silent for 3 heartbeats fails the check, on the leader only: a standby
+        serves no workers (in split mode they talk to the leader alone), and a new leader
+        gives them one lease duration to find it before "not connected" counts."""
+
         def check() -> str | None:
+            since = self._serving_since
+            if since is None:
+                return None
             state = self.bus.workers().get(name)
-            if state is None:
-                return "never connected"
-            silent = time.monotonic() - state.last_seen
+            now = time.monotonic()
+            if state is None or state.last_seen < since:
+                waited = now - since
+                grace = self._settings.election.lease_duration
+                return None if waited <= grace else f"not connected for {waited:.0f}s"
+            silent = now - state.last_seen
             return None if silent <= self._settings.worker_silence else f"silent for {silent:.0f}s"
 
         return check
