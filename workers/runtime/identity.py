@@ -51,9 +51,9 @@ def can_reach_kubernetes(kubeconfig: str) -> bool:
 
 
 def resolve_cluster_id(*, given: str, kubeconfig: str, required: bool) -> str:
-    """`given`, or the UID read with `kubeconfig` (in-cluster when ""). A read that fails
-    is a `ConfigError` (exit 2); with no API to read from, `required` makes that an error
-    too, else the process runs without an id (and says so)."""
+    """`given`, or the UID read with `kubeconfig` (in-cluster when ""). With no API to
+    read from, or a read that fails (RBAC without `get` on namespaces), `required` makes
+    it a `ConfigError` (exit 2); else the process runs without an id and says so once."""
     if given:
         return given
     if not required and not can_reach_kubernetes(kubeconfig):
@@ -74,6 +74,14 @@ def resolve_cluster_id(*, given: str, kubeconfig: str, required: bool) -> str:
         finally:
             client.close()
     except Exception as error:  # a bad kubeconfig, no service account, an API error
+        if not required:
+            # A tree whose RBAC lacks `get` on namespaces keeps running, as upstream would.
+            log.warning(
+                "cannot read the cluster id (the kube-system namespace's UID): %s; cloud "
+                "resources are owned by name alone (give --cluster-id)",
+                error,
+            )
+            return ""
         raise ConfigError(
             f"cannot read the cluster id (the kube-system namespace's UID): {error}; "
             "give --cluster-id"
