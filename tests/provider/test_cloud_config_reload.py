@@ -48,9 +48,9 @@ def reload(under_test: CloudUnderTest) -> ConfigChange | None:
     return under_test.cloud.reload_config()
 
 
-def settled(make_cloud: MakeCloud, extra: str = "") -> CloudUnderTest:
+def settled(make_cloud: MakeCloud, extra: str = "", *, conf: str | None = None) -> CloudUnderTest:
     """A cloud whose first reload (which always parses once) is done."""
-    under_test = make_cloud(extra)
+    under_test = make_cloud(extra, conf=conf)
     assert reload(under_test) == ConfigChange(source=str(conf_path(under_test)))
     return under_test
 
@@ -208,6 +208,26 @@ def test_a_rotated_password_gets_a_new_keystone_session_and_calls_keep_working(
     made = sim.calls(since=mark)
     tokens = [c for c in made if c.service == "identity" and c.method == "POST"]
     assert [c.status for c in tokens] == [201]
+
+
+def test_a_password_rotated_in_the_clouds_yaml_it_points_to_is_picked_up(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud, tmp_path: Path
+) -> None:
+    clouds = tmp_path / "clouds.yaml"
+    clouds.write_text(sim.clouds_yaml_path.read_text())
+    conf = f"[Global]\nuse-clouds = true\nclouds-file = {clouds}\ncloud = {sim.cloud_name}\n"
+    under_test = settled(make_cloud, conf=conf)
+    server = node("x", provider_id=provider_id(sim, "node-0001"))
+    assert instances(under_test).instance_exists(node=server)
+
+    sim.set_knobs(keystone_password=ROTATED)
+    sim.revoke_tokens()
+    clouds.write_text(clouds.read_text().replace(sim.credentials.password, ROTATED))
+    change = reload(under_test)
+
+    assert change is not None
+    assert change.sections == ("Global",)
+    assert instances(under_test).instance_exists(node=server)
 
 
 def test_a_call_under_way_during_a_credentials_reload_finishes_on_its_connection(
