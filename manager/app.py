@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from types import FrameType
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.cluster import read_cluster_id
 from pyccm.kubeapi.informer import NODES, SERVICES, Informer
 from pyccm.kubeapi.reviews import Reviews
 from pyccm.kubeapi.writer import Writer
@@ -53,6 +54,8 @@ class ManagerSettings:
     # --load-balancer-class(-only): the Services the service view carries; upstream's
     # default, only those without a class.
     load_balancer_classes: LoadBalancerClasses = UNCLASSED
+    # --cluster-id; "" = read the kube-system namespace's UID (and hand it to the workers).
+    cluster_id: str = ""
 
 
 def review_client_settings(settings: ManagerSettings) -> KubeSettings:
@@ -85,7 +88,9 @@ class Manager:
             cache=self.cache,
             on_result=self._on_result,
             leader_bus=self._leader_bus,
+            cluster_id=lambda: self._cluster_id,
         )
+        self._cluster_id = settings.cluster_id
         self._informers = (
             Informer(client=self._client, resource=NODES, sink=self.cache.nodes),
             Informer(client=self._client, resource=SERVICES, sink=self.cache.services),
@@ -121,6 +126,8 @@ class Manager:
         signal.signal(signal.SIGTERM, self._terminate)
         signal.signal(signal.SIGINT, self._terminate)
         self.bus.start()
+        if not self._cluster_id:
+            threading.Thread(target=self._read_cluster_id, name="cluster-id", daemon=True).start()
         if self._http:
             self._http.start()
         if self._settings.leader_elect:
@@ -138,6 +145,21 @@ class Manager:
         if self._reviews:
             self._reviews.close()
         return self.exit_code
+
+    def _read_cluster_id(self) -> None:
+        """The kube-system namespace's UID, read once (any replica: workers ask whichever
+        they reach), with backoff while the API server does not answer."""
+        delay = 1.0
+        while not self._done.is_set():
+            try:
+                self._cluster_id = read_cluster_id(self._client)
+            except Exception as error:  # the API down, RBAC without get on namespaces
+                log.warning("cannot read the cluster id yet (%s); retrying in %.0fs", error, delay)
+                self._done.wait(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            log.info("cluster id %s (the kube-system namespace's UID)", self._cluster_id)
+            return
 
     # --- leadership -------------------------------------------------------------------
 

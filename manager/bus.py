@@ -43,6 +43,7 @@ from pyccm.protocol.messages import (
     FailureKind,
     Heartbeat,
     Hello,
+    Identity,
     Message,
     Pause,
     Refused,
@@ -52,6 +53,7 @@ from pyccm.protocol.messages import (
     SessionId,
     Snapshot,
     Topic,
+    WhoIs,
     decode,
     encode,
 )
@@ -147,9 +149,11 @@ class BusServer:
         cache: Cache,
         on_result: ResultHandler,
         leader_bus: LeaderBus = lambda: None,
+        cluster_id: Callable[[], str] = lambda: "",
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
     ) -> None:
         self._settings = settings
+        self._cluster_id = cluster_id
         self._session = session
         self._cache = cache
         self._on_result = on_result
@@ -309,6 +313,8 @@ class BusServer:
         match message:
             case Hello():
                 self._hello(identity, message)
+            case WhoIs():
+                self.send(identity, Identity(session=self._session, cluster_id=self._cluster_id()))
             case Heartbeat(worker=name, seqs=seqs, session=session):
                 self._seen(name, session, seqs)
             case Result():

@@ -14,6 +14,7 @@ from pyccm.protocol.addresses import (
     resolve,
     server_curve,
 )
+from pyccm.protocol.cluster_id import add_cluster_id_flag
 from pyccm.protocol.controllers import parse_controllers
 from pyccm.protocol.durations import duration_flag
 from pyccm.protocol.load_balancer_class import (
@@ -89,6 +90,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="namespace of the Lease (default %(default)s)",
     )
     add_load_balancer_class_flags(parser)
+    add_cluster_id_flag(parser)
     add_serving_flags(parser)
     add_bus_flags(parser)
     add_advertise_flag(parser)
@@ -243,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         access=access,
         expected_workers=expected_workers(controllers, args.service_shards),
         load_balancer_classes=classes,
+        cluster_id=args.cluster_id,
     )
     try:
         manager = Manager(settings=settings)

@@ -126,6 +126,21 @@ class Snapshot(_Message, frozen=True, tag="snapshot"):
     paused: bool = False
 
 
+class WhoIs(_Message, frozen=True, tag="whois"):
+    """A worker about to build its provider asks which cluster it works for. Any manager
+    replica answers (`Identity`), leading or not: the id is the cluster's, not the Lease's."""
+
+    worker: str
+
+
+class Identity(_Message, frozen=True, tag="identity"):
+    """The cluster's id (the `kube-system` namespace's UID, or the manager's `--cluster-id`),
+    which pyccm writes into the tags of the cloud resources it creates; "" while the
+    manager has not read it yet (the worker asks again)."""
+
+    cluster_id: str
+
+
 # --- actions: what a worker asks the manager to write -----------------------------------
 
 
@@ -251,7 +266,19 @@ class Ack(_Message, frozen=True, tag="ack"):
         return not self.failures
 
 
-Message = Delta | Heartbeat | Pause | Resume | Hello | Refused | Snapshot | Result | Ack
+Message = (
+    Delta
+    | Heartbeat
+    | Pause
+    | Resume
+    | Hello
+    | Refused
+    | Snapshot
+    | WhoIs
+    | Identity
+    | Result
+    | Ack
+)
 
 ENCODER = msgspec.msgpack.Encoder()
 DECODER: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)

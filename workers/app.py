@@ -26,7 +26,7 @@ from pyccm.workers.lifecycle.controller import LifecycleController, LifecycleSet
 from pyccm.workers.node.controller import NodeController, NodeSettings
 from pyccm.workers.route.cidrs import parse_cluster_cidrs
 from pyccm.workers.route.controller import RouteController, RouteSettings
-from pyccm.workers.runtime.bus import BusClient, BusClientSettings
+from pyccm.workers.runtime.bus import BusClient, BusClientSettings, ask_cluster_id
 from pyccm.workers.runtime.commit import Committer, Transport
 from pyccm.workers.runtime.controller import Controller, Disabled, DisabledController
 from pyccm.workers.runtime.identity import resolve_cluster_id
@@ -108,10 +108,15 @@ def build_controller(
 
 
 def _cluster_id(name: str, args: argparse.Namespace) -> str:
-    """Only the service worker creates resources that carry it (routes: the router's tag)."""
+    """Only the service worker creates resources that carry it (routes: the router's tag).
+    `--cluster-id` if given; standalone, the worker reads it; on the bus, the manager tells."""
     if name not in ("service", "route"):
         return ""
-    return resolve_cluster_id(given=args.cluster_id, kubeconfig=args.kubeconfig, required=False)
+    if args.cluster_id or args.standalone:
+        return resolve_cluster_id(given=args.cluster_id, kubeconfig=args.kubeconfig, required=False)
+    pub, router = resolve(args)
+    bus = BusClientSettings(pub_address=pub, router_address=router, curve=client_curve(args))
+    return ask_cluster_id(bus, worker=name)
 
 
 def process_name(name: str, args: argparse.Namespace) -> str:

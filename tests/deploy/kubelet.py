@@ -25,8 +25,8 @@ import base64
 import contextlib
 import http.client
 import itertools
-import os
 import json
+import os
 import re
 import shutil
 import socket
@@ -51,6 +51,7 @@ class Host:
     kubectl: list[str]  # the kubectl command with its --kubeconfig
     image_paths: Mapping[str, str]  # image path prefix -> local path
     service_account_kubeconfigs: Mapping[str, Path]  # "namespace/name" -> kubeconfig
+    api_server: tuple[str, int]  # what the kubelet puts in KUBERNETES_SERVICE_HOST/PORT
     next_ip: int = 2
     dns: dict[str, str] = field(default_factory=dict)  # "name.namespace.svc" -> pod IP
 
@@ -339,6 +340,9 @@ def start(pod: Pod, host: Host) -> None:
         process_env = {
             "PATH": f"{image_bin}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(host.scratch / pod.name),
+            # The kubelet gives every container the API server's Service address.
+            "KUBERNETES_SERVICE_HOST": host.api_server[0],
+            "KUBERNETES_SERVICE_PORT": str(host.api_server[1]),
             # Part of "the image": where its Python finds pyccm, if the test was told.
             **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
             **env,

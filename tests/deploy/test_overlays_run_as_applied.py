@@ -18,6 +18,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -79,10 +80,12 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         admin["users"][0]["user"]["token"] = SA_TOKEN
         account_kubeconfig = scratch / "sa-kubeconfig"
         account_kubeconfig.write_text(yaml.safe_dump(admin))
+        api = urlsplit(world.kube_url)
         host = kubelet.Host(
             scratch=scratch,
             kubectl=["kubectl", f"--kubeconfig={world.kubeconfig}"],
             image_paths={"/app/.venv": sys.prefix, "/app": str(REPO)},
+            api_server=(api.hostname or "", api.port or 443),
             service_account_kubeconfigs={
                 f"{NAMESPACE}/cloud-controller-manager": account_kubeconfig
             },

@@ -46,6 +46,7 @@ from pyccm.protocol.messages import (
     FailureKind,
     Heartbeat,
     Hello,
+    Identity,
     Message,
     Pause,
     Refused,
@@ -56,6 +57,7 @@ from pyccm.protocol.messages import (
     SessionId,
     Snapshot,
     Topic,
+    WhoIs,
     decode,
     encode,
 )
@@ -388,12 +390,7 @@ class BusClient:
                 )
 
     def _secure(self, sock: zmq.Socket[bytes]) -> None:
-        curve = self._settings.curve
-        if curve is None:
-            return
-        sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_key)
-        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
-        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
+        _secure(sock, self._settings.curve)
 
     def _drain(self, sock: zmq.Socket[bytes], *, multipart: bool) -> None:
         while True:
@@ -598,3 +595,42 @@ class BusClient:
             ids = list(self._pending)
         for result_id in ids:
             self._fail(result_id, message)
+
+
+def _secure(sock: zmq.Socket[bytes], curve: ClientCurve | None) -> None:
+    if curve is None:
+        return
+    sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_key)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
+
+
+def ask_cluster_id(settings: BusClientSettings, *, worker: str) -> str:
+    """The cluster id, from whichever manager answers at the worker's router address (every
+    replica knows it, leading or not). Asks again every second until a manager has read it:
+    a worker on the bus never calls the API server itself."""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    question = encode(WhoIs(session=SessionId(""), worker=worker))
+    waited = False
+    while True:
+        dealer = context.socket(zmq.DEALER)
+        _secure(dealer, settings.curve)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(settings.router_address)
+        try:
+            dealer.send(question)
+            if dealer.poll(int(settings.heartbeat_interval * 1000)):
+                try:
+                    answer = decode(dealer.recv())
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    answer = None
+                if isinstance(answer, Identity) and answer.cluster_id:
+                    return answer.cluster_id
+        finally:
+            dealer.close()
+        if not waited:
+            waited = True
+            log.info(
+                "waiting for the manager at %s to tell the cluster id", settings.router_address
+            )
+        time.sleep(settings.heartbeat_interval)

@@ -1,10 +1,11 @@
 """Which cluster this process works for: `--cluster-id`, or the `kube-system` UID.
 
 The id marks every cloud resource pyccm creates (upstream #3102). A worker takes it from
-`--cluster-id` (default `$PYCCM_CLUSTER_ID`); without one, a process that can reach the
-API server (standalone, in a pod with its service account, or given `--kubeconfig`) reads
-the `kube-system` namespace's UID once at start. One that cannot runs without an id, as
-upstream does (ownership by name alone), and says so once in its log.
+`--cluster-id` (default `$PYCCM_CLUSTER_ID`); without one, a worker on the bus asks the
+manager (`workers.runtime.bus.ask_cluster_id`: the manager reads the UID, so workers never
+call the API server), and a standalone worker, `pyccm gc` and `pyccm plan` read the
+`kube-system` namespace's UID themselves (`resolve_cluster_id`). A standalone worker that
+cannot runs without an id, as upstream does (ownership by name alone), and says so once.
 """
 
 from __future__ import annotations
@@ -13,22 +14,12 @@ import argparse
 import logging
 import os
 
+from pyccm.protocol.cluster_id import add_cluster_id_flag
 from pyccm.provider.errors import ConfigError
 
+__all__ = ["add_cloud_flags", "add_cluster_id_flag", "resolve_cluster_id"]
+
 log = logging.getLogger(__name__)
-
-ENV = "PYCCM_CLUSTER_ID"
-
-
-def add_cluster_id_flag(parser: argparse._ActionsContainer) -> None:
-    """`--cluster-id`, on every command that creates or lists cloud resources."""
-    parser.add_argument(
-        "--cluster-id",
-        default=os.environ.get(ENV, ""),
-        help="this cluster's unique id, written in the tags of every cloud resource pyccm "
-        "creates (default $PYCCM_CLUSTER_ID, else the kube-system namespace's UID read "
-        "from the API server)",
-    )
 
 
 def add_cloud_flags(parser: argparse.ArgumentParser) -> None:
