@@ -23,6 +23,7 @@ from typing import Any
 
 from pyccm.provider.errors import ConfigError
 from pyccm.provider.openstack.gcfg import IniDocument, Section, parse_ini
+from pyccm.provider.openstack.reload import without_values
 from pyccm.provider.openstack.sdk import quiet_config_warnings
 
 KNOWN_LB_PROVIDERS = ("amphora", "amphorav2", "f5", "octavia", "ovn")
@@ -414,9 +415,18 @@ def _check_global(settings: GlobalSettings, *, path: Path) -> None:
 def load_settings(
     path: Path | None, *, environ: Mapping[str, str] = os.environ
 ) -> OpenStackSettings:
-    """Read and validate `cloud.conf` (and clouds.yaml when asked). Raises ConfigError."""
+    """Read and validate `cloud.conf` (and clouds.yaml when asked). Raises ConfigError,
+    whose message names the file, line, section and key but never a value of the file: a
+    password typed into the wrong key must not reach a log (as at reload)."""
     if path is None:
         raise ConfigError("the openstack provider needs --cloud-config (a cloud.conf file)")
+    try:
+        return _load_settings(path, environ=environ)
+    except ConfigError as error:
+        raise ConfigError(without_values(error, path=path)) from None
+
+
+def _load_settings(path: Path, *, environ: Mapping[str, str]) -> OpenStackSettings:
     document = _read_document(path)
     global_settings = _global(document)
     clouds_files: tuple[Path, ...] = ()

@@ -10,7 +10,7 @@ pyccm worker polls instead (`OpenStackCloud.reload_config`), and this module giv
   `..data` symlink at a new directory, which neither an mtime nor a watch on the file's
   old inode sees, while reading the path again always follows the link;
 * `without_values`: a `ConfigError`'s message with every value of the new file hidden.
-  The start-up message may quote a bad value (`'maybe' is not a boolean`); at reload the
+  `load_settings` applies it to every error, at start and at reload: the
   file may be a half-edited Secret, so the one log line names the file, line, section and
   key, says what is wrong, and never shows a value, a secret least of all.
 """

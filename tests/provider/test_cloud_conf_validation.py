@@ -43,21 +43,21 @@ def test_no_cloud_config_at_all_is_an_error() -> None:
         ),
         (
             "[LoadBalancer]\nmonitor-delay = 5\n",
-            ":6: [LoadBalancer] monitor-delay: invalid duration '5'",
+            ":6: [LoadBalancer] monitor-delay: invalid duration (value hidden)",
         ),
         ("[Metadata]\nrequest-timeout = soon\n", "[Metadata] request-timeout: invalid duration"),
         (
             "[Networking]\naddress-sort-order = 10.0.0.0/8, 10.0.0.300/24\n",
-            "[Networking] address-sort-order: '10.0.0.300/24' is not a CIDR",
+            "[Networking] address-sort-order: (value hidden) is not a CIDR",
         ),
-        ("[LoadBalancer]\nlb-version = v1\n", "[LoadBalancer] lb-version: 'v1' is not supported"),
+        ("[LoadBalancer]\nlb-version = v1\n", "[LoadBalancer] lb-version: (value hidden) is not supported"),
         (
             "[LoadBalancer]\ninternal-lb = maybe\n",
-            "[LoadBalancer] internal-lb: 'maybe' is not a boolean",
+            "[LoadBalancer] internal-lb: (value hidden) is not a boolean",
         ),
         (
             "[LoadBalancer]\nmax-shared-lb = two\n",
-            "[LoadBalancer] max-shared-lb: 'two' is not an integer",
+            "[LoadBalancer] max-shared-lb: (value hidden) is not an integer",
         ),
         ("[Metadata]\nsearch-order = configDrive, cloudInit\n", "[Metadata] search-order:"),
         ("[LoadBalancer]\ncontainer-store = vault\n", "[LoadBalancer] container-store:"),
@@ -96,4 +96,13 @@ def test_an_unknown_clouds_yaml_cloud_is_named(tmp_path: Path) -> None:
     clouds.write_text("clouds:\n  other:\n    auth:\n      auth_url: http://x/v3\n")
     text = f"[Global]\nuse-clouds = true\nclouds-file = {clouds}\ncloud = mine\n"
 
-    assert "no cloud named 'mine'" in error_for(tmp_path, text)
+    assert "no cloud named (value hidden)" in error_for(tmp_path, text)
+
+
+def test_a_secret_typed_into_the_wrong_key_is_not_quoted_at_start(tmp_path: Path) -> None:
+    # Only the password keys used to be hidden: a password pasted one line too low (into a
+    # boolean) reached the log with the value quoted.
+    message = error_for(tmp_path, MINIMAL + "[LoadBalancer]\ncreate-monitor = Tr0ub4dor&3\n")
+
+    assert "[LoadBalancer] create-monitor" in message
+    assert "Tr0ub4dor" not in message
