@@ -50,7 +50,10 @@ def test_no_cloud_config_at_all_is_an_error() -> None:
             "[Networking]\naddress-sort-order = 10.0.0.0/8, 10.0.0.300/24\n",
             "[Networking] address-sort-order: (value hidden) is not a CIDR",
         ),
-        ("[LoadBalancer]\nlb-version = v1\n", "[LoadBalancer] lb-version: (value hidden) is not supported"),
+        (
+            "[LoadBalancer]\nlb-version = v1\n",
+            "[LoadBalancer] lb-version: (value hidden) is not supported",
+        ),
         (
             "[LoadBalancer]\ninternal-lb = maybe\n",
             "[LoadBalancer] internal-lb: (value hidden) is not a boolean",
