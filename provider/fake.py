@@ -53,6 +53,7 @@ from pyccm.provider.interface import (
     Routes,
     selects,
 )
+from pyccm.provider.openstack.routes_claims import claimed_by, claims, claims_for
 from pyccm.provider.settings import ProviderSettings
 
 FakeMethod = Literal[
@@ -72,6 +73,7 @@ FakeMethod = Literal[
     "routes_delete",
     "routes_create_many",
     "routes_delete_many",
+    "routes_claim",
 ]
 
 PROVIDER_ID_PREFIX = "fake:///"
@@ -138,8 +140,10 @@ class FakeCloud:
         offer_load_balancers: bool = True,
         offer_routes: bool = True,
         sleep: Callable[[float], None] = time.sleep,
+        cluster_id: str = "",
     ) -> None:
         self.region = region
+        self.cluster_id = cluster_id
         self._offer_load_balancers = offer_load_balancers
         self._offer_routes = offer_routes
         self._sleep = sleep
@@ -148,6 +152,8 @@ class FakeCloud:
         self._servers: dict[str, FakeServer] = {}
         self._load_balancers: dict[str, FakeLoadBalancer] = {}
         self._routes: dict[str, str] = {}  # destination CIDR -> next hop
+        # The router's tags: `pyccm-routes` claims (provider.openstack.routes_claims).
+        self._router_tags: list[str] = []
         self._addresses_allocated = 0
         self.calls: list[FakeCall] = []
         self._instances = _FakeInstances(self)
@@ -243,6 +249,16 @@ class FakeCloud:
     def route_table(self) -> dict[str, str]:
         with self._lock:
             return dict(self._routes)
+
+    def router_tags(self) -> list[str]:
+        with self._lock:
+            return list(self._router_tags)
+
+    def tag_router(self, tag: str) -> None:
+        """Another cluster's claim (or any tag) on the router, as a test scripts it."""
+        with self._lock:
+            if tag not in self._router_tags:
+                self._router_tags.append(tag)
 
     def calls_of(self, method: FakeMethod) -> list[str]:
         with self._lock:
@@ -473,6 +489,7 @@ class _FakeRoutes:
         self._cloud._enter("routes_list", "")
         owners = {a.address: n for n in nodes for a in n.status.addresses}
         routes = []
+        found = claims(self._cloud.router_tags())
         for destination, next_hop in sorted(self._cloud.route_table().items()):
             owner = owners.get(next_hop)
             routes.append(
@@ -482,9 +499,25 @@ class _FakeRoutes:
                     destination_cidr=destination,
                     blackhole=owner is None,
                     target_node_addresses=owner.status.addresses if owner else (),
+                    claimed_by=claimed_by(destination, found, cluster_id=self._cloud.cluster_id),
                 )
             )
         return tuple(routes)
+
+    def claim(self, *, cluster_cidrs: Sequence[str]) -> None:
+        """`RouteClaims`: the real provider's tags, on the fake router; a call is made
+        (and recorded) only for a tag the router lacks, as the real provider's once."""
+        if not self._cloud.cluster_id:
+            return
+        have = set(self._cloud.router_tags())
+        missing = [
+            c.tag for c in claims_for(self._cloud.cluster_id, cluster_cidrs) if c.tag not in have
+        ]
+        if not missing:
+            return
+        self._cloud._enter("routes_claim", ",".join(missing))
+        for tag in missing:
+            self._cloud.tag_router(tag)
 
     def create(self, *, name_hint: str, route: Route) -> None:
         self._cloud._enter("routes_create", route.destination_cidr)
@@ -560,7 +593,7 @@ def create_cloud(*, settings: ProviderSettings) -> FakeCloud:
     """The registry's factory: an empty fake cloud, or one seeded from a YAML file given as
     `--cloud-config` (`servers: [{name, internal_ip, external_ip, instance_type, zone,
     shutdown}]`)."""
-    cloud = FakeCloud()
+    cloud = FakeCloud(cluster_id=settings.cluster_id)
     if settings.cloud_config is not None:
         _seed_from_file(cloud, settings.cloud_config)
     return cloud

@@ -134,6 +134,9 @@ class Route(_Outcome, frozen=True):
     destination_cidr: str
     blackhole: bool = False
     target_node_addresses: tuple[NodeAddress, ...] = ()
+    # The other clusters whose claim on the router (`RouteClaims`) also covers this
+    # destination: the route may be theirs, so it is never deleted.
+    claimed_by: tuple[str, ...] = ()
 
 
 class InstanceListing(_Outcome, frozen=True):
@@ -257,6 +260,67 @@ class Routes(Protocol):
         ...
 
 
+@runtime_checkable
+class RouteClaims(Routes, Protocol):
+    """Routes whose router records which cluster routes which CIDR through it (optional).
+
+    Router routes carry no tags, so two clusters sharing a router (upstream #3102) are
+    told apart by a claim on the router itself; `list` then fills each route's
+    `claimed_by` from the other clusters' claims."""
+
+    def claim(self, *, cluster_cidrs: Sequence[str]) -> None:
+        """Record that this cluster routes `cluster_cidrs` through the router (idempotent,
+        cheap once done; nothing without a cluster id). Raises `ProviderError`: the caller
+        tries again later, with backoff."""
+        ...
+
+
+class OwnedRoute(_Outcome, frozen=True):
+    """A route inside a CIDR this cluster claims on a router (`pyccm gc`)."""
+
+    router_id: str
+    destination: str
+    nexthop: str
+    # The other clusters whose claims also cover it: never deleted.
+    claimed_by: tuple[str, ...] = ()
+
+
+class ClaimedRouter(_Outcome, frozen=True):
+    """A router that carries this cluster's claims, and the routes inside them."""
+
+    id: str
+    name: str
+    cidrs: tuple[str, ...]
+    routes: tuple[OwnedRoute, ...] = ()
+
+
+class OwnedRouteFailure(_Outcome, frozen=True):
+    route: OwnedRoute
+    error: str
+
+
+@runtime_checkable
+class RouteOwnership(Protocol):
+    """This cluster's routes on every router that carries its claims, for `pyccm gc`:
+    found by the claims, not by `[Route] router-id`, so a router left behind by a change
+    of router is found too."""
+
+    def claimed_routers(self) -> tuple[ClaimedRouter, ...]: ...
+
+    def delete_routes(
+        self, router_id: str, routes: Sequence[OwnedRoute]
+    ) -> tuple[OwnedRouteFailure, ...]:
+        """Remove `routes` from the router in as few calls as the cloud allows, after
+        reading the router again: a route no claim of this cluster covers any more, or
+        that another cluster's claim now covers, is refused (a failure), never removed."""
+        ...
+
+    def release(self, router_id: str) -> tuple[str, ...]:
+        """Remove this cluster's claims from the router (the cluster is gone); the tags
+        removed. Raises `CloudError` while a route only this cluster claims is left."""
+        ...
+
+
 class Cloud(Protocol):
     """A provider instance: says which capabilities it offers (None = not offered)."""
 
@@ -271,6 +335,15 @@ class Cloud(Protocol):
 
     def close(self) -> None:
         """Release connections; the process is about to exit."""
+        ...
+
+
+@runtime_checkable
+class RouteOwningCloud(Cloud, Protocol):
+    """A cloud that can find this cluster's routes by their claims (`pyccm gc`)."""
+
+    def route_ownership(self) -> RouteOwnership | None:
+        """None when the cloud has no routes at all (no router extension)."""
         ...
 
 

@@ -39,6 +39,7 @@ from pyccm.provider.interface import (
     ConfigChange,
     Instances,
     LoadBalancers,
+    RouteOwnership,
     Routes,
 )
 from pyccm.provider.openstack.client import OpenStackClient, connect
@@ -222,6 +223,22 @@ class OpenStackCloud:
         return OpenStackRoutes(
             client=self.client,
             router_id=router_id,
+            atomic="extraroute-atomic" in extensions,
+            address_pairs="allowed-address-pairs" in extensions,
+            cluster_id=self.provider_settings.cluster_id,
+        )
+
+    def route_ownership(self) -> RouteOwnership | None:
+        """This cluster's routes on every router tagged for it (`RouteOwningCloud`, for
+        `pyccm gc`); None without a router extension. Needs the cluster id."""
+        extensions = self.features.neutron_extensions()
+        if not {"extraroute", "extraroute-atomic"} & extensions:
+            return None
+        from pyccm.provider.openstack.routes_ownership import OpenStackRouteOwnership
+
+        return OpenStackRouteOwnership(
+            client=self.client,
+            cluster_id=self.provider_settings.cluster_id,
             atomic="extraroute-atomic" in extensions,
             address_pairs="allowed-address-pairs" in extensions,
         )

@@ -104,6 +104,9 @@ class RouterRoute(_Json, frozen=True):
 class Router(_Json, frozen=True):
     id: str
     routes: list[RouterRoute] = []
+    name: str = ""
+    # Neutron's standard-attr tags: the `pyccm-routes` claims (routes_claims).
+    tags: list[str] = []
 
 
 class RouterEnvelope(_Json, frozen=True):

@@ -63,6 +63,7 @@ from pyccm.provider.openstack.resources import (
     RouterEnvelope,
     RouterRoute,
 )
+from pyccm.provider.openstack.routes_claims import claimed_by, claims, claims_for
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +246,13 @@ class OpenStackRoutes:
         atomic: bool,
         address_pairs: bool,
         max_body_bytes: int = MAX_BODY_BYTES,
+        cluster_id: str = "",
     ) -> None:
         self._client = client
+        # Whose claims on the router are this cluster's (`routes_claims`); "" claims nothing.
+        self._cluster_id = cluster_id
+        # (router, tag) pairs already written: a claim costs a call once per process.
+        self._claimed: set[tuple[str, str]] = set()
         self._router_id = router_id
         self._atomic = atomic
         self._address_pairs = address_pairs
@@ -269,7 +275,9 @@ class OpenStackRoutes:
     def list(self, *, nodes: Sequence[Node]) -> tuple[Route, ...]:
         owners = {a.address: node for node in nodes for a in node.status.addresses}
         routes = []
-        for entry in self._router().routes:
+        router = self._router()
+        found = claims(router.tags)
+        for entry in router.routes:
             owner = owners.get(entry.nexthop)
             routes.append(
                 Route(
@@ -278,9 +286,33 @@ class OpenStackRoutes:
                     destination_cidr=entry.destination,
                     blackhole=owner is None,
                     target_node_addresses=owner.status.addresses if owner else (),
+                    claimed_by=claimed_by(entry.destination, found, cluster_id=self._cluster_id)
+                    if found
+                    else (),
                 )
             )
         return tuple(routes)
+
+    def claim(self, *, cluster_cidrs: Sequence[str]) -> None:
+        """Tag the router `pyccm-routes:<cluster-id>=<cidr>` for each cluster CIDR
+        (`RouteClaims`): one PUT per tag, once per router and process (Neutron's PUT of a
+        tag the router already has changes nothing). A claim of a CIDR this cluster no
+        longer routes stays: `pyccm gc` finds that CIDR's leftovers by it."""
+        if not self._cluster_id:
+            return
+        router_id = self._router_id
+        for claim in claims_for(self._cluster_id, cluster_cidrs):
+            tag = claim.tag
+            if (router_id, tag) in self._claimed:
+                continue
+            add_router_tag(self._client, router_id, tag)
+            log.info(
+                "router %s: tagged %s (this cluster routes %s through it)",
+                router_id,
+                tag,
+                claim.network,
+            )
+            self._claimed.add((router_id, tag))
 
     def create(self, *, name_hint: str, route: Route) -> None:
         self._raise_first(self._change([route], add=True))
@@ -625,6 +657,27 @@ def _failures(failed: list[tuple[Route, ProviderError]]) -> tuple[RouteFailure, 
         )
         for route, error in failed
     )
+
+
+def add_router_tag(client: OpenStackClient, router_id: str, tag: str) -> None:
+    # `PUT /v2.0/routers/{id}/tags/{tag}`: 201 whether or not the router had the tag.
+    client.call(
+        "network", "PUT", f"/routers/{router_id}/tags/{tag}", request="router_tag_add", ok=(201,)
+    )
+
+
+def remove_router_tag(client: OpenStackClient, router_id: str, tag: str) -> None:
+    """`DELETE /v2.0/routers/{id}/tags/{tag}`; a tag already gone is fine."""
+    try:
+        client.call(
+            "network",
+            "DELETE",
+            f"/routers/{router_id}/tags/{tag}",
+            request="router_tag_delete",
+            ok=(204,),
+        )
+    except CloudNotFound:
+        return
 
 
 def _pair(pair: AddressPair) -> dict[str, str]:

@@ -28,6 +28,16 @@ routes, and the sync fails so the runner backs off with the route limiter (one r
 10 s). The reconciles that node changes bring meanwhile do not ask the router again: their
 creates wait `limit_retry_interval` (10 s) unless a delete in that reconcile made room, so a
 full router costs one refused call per 10 s however fast nodes churn.
+
+Two clusters may share a router (upstream #3102). Router routes carry no tags, so each
+reconcile first makes sure the router carries this cluster's claim of its CIDRs
+(`RouteClaims.claim`: the tag `pyccm-routes:<cluster-id>=<cidr>`, one call per tag and
+process; a failure is retried with backoff, 1 s doubling to 5 min, and never stops the
+routing). A route this reconcile would delete but another cluster's claim covers as well
+(an overlapping CIDR) is left alone: a Warning `RouteClaimedByAnotherCluster` on the Node
+whose podCIDR it is (at most every `limit_warning_interval`), or, without such a Node, one
+log line per route; `pyccm_routes_claimed_by_other_clusters` counts them. A router with no
+claim at all is upstream's, and routes on it are handled as before (migration).
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ from prometheus_client import Counter, Gauge
 from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node
 from pyccm.provider.errors import RetryAfter
-from pyccm.provider.interface import Route, RouteFailure, Routes
+from pyccm.provider.interface import Route, RouteClaims, RouteFailure, Routes
 from pyccm.workers.route.cidrs import Network, canonical
 from pyccm.workers.route.plan import CidrState, Create, condition_update, plan_routes, pod_cidrs
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
@@ -66,6 +76,16 @@ ROUTE_LIMIT_REACHED = Gauge(
     "1 when the last reconcile found the router at its route limit (Neutron max_routes).",
     multiprocess_mode="livemax",
 )
+ROUTES_CLAIMED_ELSEWHERE = Gauge(
+    "pyccm_routes_claimed_by_other_clusters",
+    "Routes inside --cluster-cidr the last reconcile left alone instead of deleting: another"
+    " cluster's pyccm-routes claim on the router covers them too.",
+    multiprocess_mode="livemax",
+)
+ROUTER_CLAIM_FAILURES = Counter(
+    "pyccm_router_claim_failures",
+    "Failed attempts to tag the router with this cluster's pyccm-routes claim.",
+)
 ROUTES_OVER_LIMIT = Gauge(
     "pyccm_routes_over_limit",
     "Pod routes the router refused for its route limit in the last reconcile.",
@@ -87,6 +107,10 @@ class RouteSettings:
     # Once the router refused routes for its limit, creates wait this long before trying
     # again (unless a delete made room): the route limiter's 10 s, whatever the node churn.
     limit_retry_interval: float = 10.0
+    # A failed claim of the router (its tag) is tried again after this long, doubling up to
+    # `claim_retry_max`: a refused tag (a policy, Neutron's 50 tags) is not hammered.
+    claim_retry_initial: float = 1.0
+    claim_retry_max: float = 300.0
 
 
 def utc_now() -> datetime.datetime:
@@ -121,6 +145,13 @@ class RouteController:
         # creates may try again.
         self._limit: int | None = None
         self._retry_limit_at = 0.0
+        # The router claim's backoff: next try not before `_claim_at`.
+        self._claim_at = 0.0
+        self._claim_delay = 0.0
+        # (node name, CIDR) -> when last warned that another cluster claims its route;
+        # routes without a node, logged once each.
+        self._claim_warned: dict[tuple[str, str], float] = {}
+        self._claim_logged: set[tuple[str, str]] = set()
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         # Only a failed listing goes through it: upstream's one retry per 10 s, capped at 10 s.
@@ -150,6 +181,7 @@ class RouteController:
             return ()
         self._claim_start()
         ROUTE_SYNCS.inc()
+        self._claim_router()
         nodes = self._replica.nodes()
         # A listing error propagates: the runner backs the key off and tries again.
         routes = self._routes.list(nodes=nodes)
@@ -167,6 +199,7 @@ class RouteController:
 
     def _reconcile(self, nodes: Sequence[Node], routes: Sequence[Route]) -> tuple[Action, ...]:
         plan = plan_routes(nodes=nodes, routes=routes, cluster_cidrs=self._settings.cluster_cidrs)
+        refusals = self._refused(plan.refused, nodes)
         freed = self._delete(plan.deletes)
         failures = self._create(plan.creates, freed=freed)
         states = {name: dict(cidrs) for name, cidrs in plan.states.items()}
@@ -181,7 +214,7 @@ class RouteController:
                 over_limit.append(failure.failure)
             if self._should_warn(create, failure.failure):
                 events.append(failure.event)
-        actions = (*events, *self._conditions(nodes, states))
+        actions = (*refusals, *events, *self._conditions(nodes, states))
         self._record_limit(over_limit)
         if over_limit:
             # Back off with the route limiter: the router will not take more until routes
@@ -192,6 +225,68 @@ class RouteController:
                 actions=actions,
             )
         return actions
+
+    def _claim_router(self) -> None:
+        """Tag the router with this cluster's claim, unless backing off from a failure."""
+        if not isinstance(self._routes, RouteClaims):
+            return
+        now = self._clock.now()
+        if now < self._claim_at:
+            return
+        cidrs = tuple(c.compressed for c in self._settings.cluster_cidrs)
+        try:
+            self._routes.claim(cluster_cidrs=cidrs)
+        except Exception as error:  # a cloud error or a provider bug: routing goes on
+            ROUTER_CLAIM_FAILURES.inc()
+            self._claim_delay = min(
+                max(2 * self._claim_delay, self._settings.claim_retry_initial),
+                self._settings.claim_retry_max,
+            )
+            self._claim_at = now + self._claim_delay
+            log.warning(
+                "could not tag the router with this cluster's claim of %s: %s; next try in %s",
+                ",".join(cidrs),
+                error,
+                go_duration(self._claim_delay),
+            )
+            return
+        self._claim_delay = 0.0
+
+    def _refused(self, routes: Sequence[Route], nodes: Sequence[Node]) -> list[Action]:
+        """The routes left alone for another cluster's claim: a Warning on the Node whose
+        podCIDR each is, else a log line (once per route), and the gauge."""
+        ROUTES_CLAIMED_ELSEWHERE.set(len(routes))
+        by_cidr = {canonical(c): node for node in nodes for c in pod_cidrs(node)}
+        now = self._clock.now()
+        events: list[Action] = []
+        for route in routes:
+            message = (
+                f"Route {route.destination_cidr} via {route.target_node} not deleted: the"
+                f" router also carries the claim of cluster {', '.join(route.claimed_by)}"
+                " on it (an overlapping cluster CIDR), so the route may be theirs"
+            )
+            node = by_cidr.get(canonical(route.destination_cidr))
+            if node is None:
+                key = (route.target_node, route.destination_cidr)
+                if key not in self._claim_logged:
+                    self._claim_logged.add(key)
+                    log.warning("%s", message)
+                continue
+            last = self._claim_warned.get((node.name, route.destination_cidr))
+            if last is not None and now - last < self._settings.limit_warning_interval:
+                continue
+            self._claim_warned[(node.name, route.destination_cidr)] = now
+            log.warning("%s", message)
+            events.append(
+                RecordEvent(
+                    regarding=node_ref(node),
+                    reason="RouteClaimedByAnotherCluster",
+                    message=message,
+                    type="Warning",
+                    component=COMPONENT,
+                )
+            )
+        return events
 
     def _delete(self, routes: Sequence[Route]) -> bool:
         """Delete every route in one batch; whether any went (room for creates)."""

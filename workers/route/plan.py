@@ -41,6 +41,9 @@ class Plan:
     creates: tuple[Create, ...]
     # node name -> canonical podCIDR -> state, for every node that has podCIDRs or routes.
     states: Mapping[str, Mapping[str, CidrState]]
+    # Routes that would be deleted but another cluster's claim on the router covers too
+    # (`Route.claimed_by`): they may be that cluster's, so they stay.
+    refused: tuple[Route, ...] = ()
 
 
 def pod_cidrs(node: Node) -> tuple[str, ...]:
@@ -68,13 +71,18 @@ def plan_routes(
             node_states[canonical(cidr)] = state
             if state is not CidrState.KEEP:
                 creates.append(Create(node=node, cidr=cidr))
-    deletes = tuple(
+    stale = [
         route
         for route in routes
         if owned(route.destination_cidr, cluster_cidrs=cluster_cidrs, route_name=route.name)
         and _must_delete(route, states)
+    ]
+    return Plan(
+        deletes=tuple(r for r in stale if not r.claimed_by),
+        creates=tuple(creates),
+        states=states,
+        refused=tuple(r for r in stale if r.claimed_by),
     )
-    return Plan(deletes=deletes, creates=tuple(creates), states=states)
 
 
 def _routes_by_node(routes: Iterable[Route]) -> dict[str, list[Route]]:
