@@ -21,6 +21,10 @@ CLUSTER_CIDR = "10.64.0.0/10"
 # Floating IPs come from this documentation range on the external network.
 EXTERNAL_CIDR = "172.24.4.0/22"
 MAX_NODES = 256 * 256 - FIRST_NODE_OFFSET - 1
+# A dual-stack cloud (`SeedSpec.dual_stack`) also gives the tenant network this IPv6
+# subnet, and node `i` the address FIRST_NODE_OFFSET + i in it beside its IPv4 one.
+TENANT_CIDR_V6 = "fd00:10::/64"
+TENANT_GATEWAY_V6 = "fd00:10::1"
 NODE_NAME_FORMAT = "node-{index:04d}"
 
 
@@ -42,6 +46,14 @@ def node_internal_ip(index: int) -> str:
     if not 0 <= index < MAX_NODES:
         raise ValueError(f"node index {index} outside 0..{MAX_NODES - 1}")
     network = ipaddress.IPv4Network(TENANT_CIDR)
+    return str(network.network_address + FIRST_NODE_OFFSET + index)
+
+
+def node_internal_ipv6(index: int) -> str:
+    """Node `index`'s address on the IPv6 tenant subnet of a dual-stack cloud."""
+    if not 0 <= index < MAX_NODES:
+        raise ValueError(f"node index {index} outside 0..{MAX_NODES - 1}")
+    network = ipaddress.IPv6Network(TENANT_CIDR_V6)
     return str(network.network_address + FIRST_NODE_OFFSET + index)
 
 

@@ -77,6 +77,12 @@ class OctaviaFeatures:
         """SCTP listeners, pools and monitors (the ovn provider serves SCTP too)."""
         return self._at_least(23, ovn_allowed=True)
 
+    @property
+    def additional_vips(self) -> bool:
+        """More than one VIP (one per subnet of the VIP network): a dual-stack Service on
+        one load balancer. The ovn provider driver refuses them."""
+        return self._at_least(26)
+
 
 def parse_version_list(content: bytes) -> tuple[int, int] | None:
     """The highest `vX.Y` id of a version document (`{"versions": [...]}` or `.values`)."""

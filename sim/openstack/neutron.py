@@ -364,6 +364,16 @@ class Neutron:
             self._ports_by_ip.setdefault(entry["ip_address"], {})[row["id"]] = None
         return row
 
+    def add_fixed_ip(self, port_id: str, subnet_id: str, address: str) -> None:
+        """Give a port one more address (a node's IPv6 address in a dual-stack seed)."""
+        port = self.ports.require(port_id, PORT_MISSING)
+        subnets = [s for s in self.subnets if s["network_id"] == port["network_id"]]
+        entry = self._claim_one(
+            port["network_id"], subnets, {"subnet_id": subnet_id, "ip_address": address}
+        )
+        port["fixed_ips"].append(entry)
+        self._ports_by_ip.setdefault(entry["ip_address"], {})[port_id] = None
+
     def _allocate_fixed_ips(
         self, network_id: str, wanted: list[dict[str, str]] | None
     ) -> list[dict[str, str]]:

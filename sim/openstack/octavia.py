@@ -502,21 +502,60 @@ class Octavia:
             fixed = {"subnet_id": subnet["id"]}
             if obj.get("vip_address"):
                 fixed["ip_address"] = str(obj["vip_address"])
+            extra = self._additional_vips(obj.get("additional_vips"), subnet)
             port = self._neutron.create_port(
                 subnet["network_id"],
                 name=f"octavia-lb-{lb['id']}",
                 device_id=f"lb-{lb['id']}",
                 device_owner="Octavia",
-                fixed_ips=[fixed],
+                fixed_ips=[fixed, *extra],
                 security_groups=[],
             )
-        first = port["fixed_ips"][0]
+        first, *others = port["fixed_ips"]
         lb.update(
             vip_port_id=port["id"],
             vip_address=first["ip_address"],
             vip_subnet_id=first["subnet_id"],
             vip_network_id=port["network_id"],
+            additional_vips=[
+                {"subnet_id": e["subnet_id"], "ip_address": e["ip_address"]} for e in others
+            ],
         )
+
+    def _additional_vips(self, raw: Any, primary: Record) -> list[dict[str, str]]:
+        """Octavia's checks on `additional_vips` (API 2.26): one address per subnet, every
+        subnet on the VIP's network (load_balancer.py,
+        _validate_subnets_share_network_but_no_duplicates)."""
+        if not raw:
+            return []
+        if not isinstance(raw, list) or not all(isinstance(v, dict) for v in raw):
+            raise bad_request(
+                f"Invalid input for field/attribute additional_vips. Value: '{raw}'. "
+                "Value should be a list of objects"
+            )
+        seen = {primary["id"]}
+        wanted: list[dict[str, str]] = []
+        for vip in raw:
+            subnet_id = str(vip.get("subnet_id") or "")
+            _check_uuid("subnet_id", subnet_id)
+            if subnet_id in seen:
+                raise bad_request(
+                    "Validation failure: Duplicate VIP subnet(s) specified. Only one IP can be "
+                    "bound per subnet."
+                )
+            seen.add(subnet_id)
+            subnet = self._neutron.subnets.get(subnet_id)
+            if subnet is None:
+                raise bad_request(f"Validation failure: Subnet {subnet_id} not found")
+            if subnet["network_id"] != primary["network_id"]:
+                raise bad_request(
+                    "Validation failure: All VIP subnets must belong to the same network."
+                )
+            fixed = {"subnet_id": subnet_id}
+            if vip.get("ip_address"):
+                fixed["ip_address"] = str(vip["ip_address"])
+            wanted.append(fixed)
+        return wanted
 
     def _subnet_of_network(self, network_id: Any) -> str:
         network = self._neutron.networks.get(str(network_id))

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from pyccm.sim.scenario import CLUSTER_CIDR, EXTERNAL_CIDR, TENANT_CIDR, TENANT_GATEWAY, seed_node
+from pyccm.sim.scenario import (
+    CLUSTER_CIDR,
+    EXTERNAL_CIDR,
+    TENANT_CIDR,
+    TENANT_CIDR_V6,
+    TENANT_GATEWAY,
+    TENANT_GATEWAY_V6,
+    node_internal_ipv6,
+    seed_node,
+)
 
 if TYPE_CHECKING:
     from pyccm.sim.openstack.neutron import Neutron
@@ -41,6 +50,7 @@ FLAVORS = (
 # Dynamic addresses (load-balancer VIPs, extra ports) come from the top quarter of the
 # tenant subnet, far above the node addresses the scenario hands out from .0.10 upwards.
 TENANT_POOL = ("10.0.192.0", "10.0.255.254")
+TENANT_POOL_V6 = ("fd00:10::c000", "fd00:10::ffff")
 EXTERNAL_GATEWAY = "172.24.4.1"
 EXTERNAL_POOL = ("172.24.4.2", "172.24.7.254")
 
@@ -58,6 +68,9 @@ class SeedSpec:
     zones: tuple[str, ...] = ("nova",)
     flavor_id: str = "3"
     cluster_cidr: str = CLUSTER_CIDR
+    # The tenant network also has an IPv6 subnet, and every node port an address in it
+    # (dual-stack Services); off, the cloud is the IPv4-only one every scenario knew.
+    dual_stack: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,8 @@ class SeededCloud:
     public_subnet_id: str
     router_id: str
     flavor_id: str
+    # The tenant network's IPv6 subnet ("" unless `SeedSpec.dual_stack`).
+    private_subnet_v6_id: str = ""
 
 
 def seed_cloud(*, nova: Nova, neutron: Neutron, spec: SeedSpec) -> SeededCloud:
@@ -79,6 +94,15 @@ def seed_cloud(*, nova: Nova, neutron: Neutron, spec: SeedSpec) -> SeededCloud:
     private_subnet = neutron.create_subnet(
         private["id"], "private-subnet", TENANT_CIDR, gateway_ip=TENANT_GATEWAY, pool=TENANT_POOL
     )
+    private_v6 = ""
+    if spec.dual_stack:
+        private_v6 = neutron.create_subnet(
+            private["id"],
+            "private-subnet-v6",
+            TENANT_CIDR_V6,
+            gateway_ip=TENANT_GATEWAY_V6,
+            pool=TENANT_POOL_V6,
+        )["id"]
     public = neutron.create_network("public", external=True)
     public_subnet = neutron.create_subnet(
         public["id"],
@@ -96,6 +120,7 @@ def seed_cloud(*, nova: Nova, neutron: Neutron, spec: SeedSpec) -> SeededCloud:
         public_subnet_id=public_subnet["id"],
         router_id=router["id"],
         flavor_id=spec.flavor_id,
+        private_subnet_v6_id=private_v6,
     )
     for index in range(spec.nodes):
         if index in spec.deleted:
@@ -133,6 +158,9 @@ def add_node_server(
         fixed_ip=node.internal_ip,
         status=status,
     )
+    if seeded.private_subnet_v6_id:
+        (port,) = neutron.ports_of_device(server["id"])
+        neutron.add_fixed_ip(port["id"], seeded.private_subnet_v6_id, node_internal_ipv6(index))
     if floating_ip:
         (port,) = neutron.ports_of_device(server["id"])
         neutron.create_floating_ip(

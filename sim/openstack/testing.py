@@ -57,6 +57,7 @@ SPEC_OPTIONS = {
     "deleted": "deleted",
     "floating_ips": "floating_ips",
     "zones": "zones",
+    "dual_stack": "dual_stack",
 }
 SETTINGS_OPTIONS = frozenset({"region", "random_seed", "token_ttl_s", "credentials"})
 START_TIMEOUT_S = 30.0

@@ -15,7 +15,7 @@ from typing import Any
 
 from pyccm.protocol.views import Service, ServicePort
 from pyccm.provider.openstack.loadbalancer import naming
-from pyccm.provider.openstack.loadbalancer.members import Backend
+from pyccm.provider.openstack.loadbalancer.members import Backend, address_version
 from pyccm.provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
 from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
 
@@ -79,6 +79,10 @@ class PoolSpec:
     # (allocateLoadBalancerNodePorts: false).
     member_port: int
     member_subnet_id: str = ""
+    # One load balancer serving both families (additional VIPs): the members whose address
+    # is of `other_version` go in this subnet (0, "": every member in `member_subnet_id`).
+    other_version: int = 0
+    other_member_subnet_id: str = ""
     monitor_port: int | None = None
     monitor: MonitorSpec | None = None
 
@@ -123,6 +127,7 @@ class PoolSpec:
             self.backends_hash,
             self.member_port,
             self.member_subnet_id,
+            self.other_member_subnet_id,
             self.monitor_port,
         )
 
@@ -135,12 +140,17 @@ class PoolSpec:
         members: dict[str, Body] = {}
         for name, address in self.backends:
             body: Body = {"name": name, "address": address, "protocol_port": port}
-            if self.member_subnet_id:
-                body["subnet_id"] = self.member_subnet_id
+            if subnet := self._subnet_of(address):
+                body["subnet_id"] = subnet
             if monitor is not None:
                 body["monitor_port"] = monitor
             members[_key(name, address, port, monitor)] = body
         return members
+
+    def _subnet_of(self, address: str) -> str:
+        if self.other_version and address_version(address) == self.other_version:
+            return self.other_member_subnet_id
+        return self.member_subnet_id
 
     @cached_property
     def member_keys(self) -> frozenset[str]:
@@ -254,6 +264,8 @@ def desired_listeners(
             backends_hash=backends_hash,
             member_port=port.node_port,
             member_subnet_id=cfg.member_subnet_id,
+            other_version=cfg.extra_version,
+            other_member_subnet_id=cfg.extra_member_subnet_id,
             monitor_port=monitor_port,
             monitor=_monitor(cfg, index, port),
         )

@@ -45,7 +45,7 @@ def node_matches(node: Node, selector: Selector) -> bool:
 
 
 @functools.lru_cache(maxsize=65536)
-def _version(address: str) -> int | None:
+def address_version(address: str) -> int | None:
     # Cached: node addresses repeat on every sync, and parsing one costs ~3 µs.
     try:
         return ipaddress.ip_address(address).version
@@ -57,7 +57,7 @@ def member_address(node: Node, version: int) -> str:
     """The node's first InternalIP of `version`, else its first ExternalIP; "" when none."""
     for kind in ("InternalIP", "ExternalIP"):
         for entry in node.status.addresses:
-            if entry.type == kind and _version(entry.address) == version:
+            if entry.type == kind and address_version(entry.address) == version:
                 return entry.address
     return ""
 

@@ -24,6 +24,20 @@ def lb_name(service: Service, *, cluster: str) -> str:
     return f"{SERVICE_PREFIX}{cluster}_{service.namespace}_{service.name}"[:MAX_NAME]
 
 
+def family_suffix(version: int) -> str:
+    """What a dual-stack Service's second load balancer adds to its name: `_ipv6` (or
+    `_ipv4` when IPv6 comes first). Kubernetes names hold no `_`, so no Service's own
+    name ends like this."""
+    return f"_ipv{version}"
+
+
+def family_lb_name(name: str, version: int) -> str:
+    """The load balancer of a dual-stack Service's second family: the first family's keeps
+    upstream's name (`name`), so load balancers made by upstream are still found."""
+    suffix = family_suffix(version)
+    return name[: MAX_NAME - len(suffix)] + suffix
+
+
 def legacy_lb_name(service: Service) -> str:
     """The name of load balancers created by old releases: "a" + the UID without dashes."""
     return ("a" + service.metadata.uid.replace("-", ""))[:32]
@@ -94,6 +108,8 @@ def service_of_lb_name(name: str, *, cluster: str) -> str:
     if not name.startswith(prefix) or len(name) >= MAX_NAME:
         return ""
     namespace, _, rest = name.removeprefix(prefix).partition("_")
+    # A dual-stack Service's second load balancer is still that Service's.
+    rest = rest.removesuffix(family_suffix(6)).removesuffix(family_suffix(4))
     return f"{namespace}/{rest}" if namespace and rest else ""
 
 

@@ -20,6 +20,7 @@ twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -54,6 +55,12 @@ from pyccm.provider.openstack.loadbalancer.desired import (
     ListenerSpec,
     desired_listeners,
     fingerprint,
+)
+from pyccm.provider.openstack.loadbalancer.families import (
+    Families,
+    secondary_name,
+    served_versions,
+    wanted_versions,
 )
 from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
 from pyccm.provider.openstack.loadbalancer.members import Backends
@@ -108,6 +115,7 @@ class OctaviaLoadBalancers:
         )
         self._cluster = provider_settings.cluster_name
         self._cluster_id = provider_settings.cluster_id
+        self._families = Families(api=self._api)
         self._backends = Backends()
         self._verified = Verified()
         self._written = JustWritten()
@@ -149,9 +157,40 @@ class OctaviaLoadBalancers:
         cfg = self._resolver.resolve(service, nodes, events)
         if refusal := cfg.refusal(service):
             raise CloudError(f"{refusal}; no load balancer is created or changed", retryable=False)
+        # One config per load balancer, each family's subnet checked before anything is
+        # created (a dual-stack pair is never left half-made by a missing subnet).
+        served = [
+            (family, *self._ensure_family(family, service, nodes, events, found))
+            for family, found in self._family_lbs(cfg, service, events)
+        ]
+        first, lb, addresses = served[0]
+        if len(served) == 1 and not first.extra_version:
+            self._drop_secondary(cfg, service)
+        self._security_groups(events).ensure(first, service, nodes)
+        with self._lock:
+            # The outcome moves the annotation to `lb`.
+            self._replacing.discard(cfg.lb_id)
+        entries = [
+            e for family, _, found in served for addr in found for e in ingress(family, addr)
+        ]
+        return LoadBalancerOutcome(
+            ingress=tuple(dict.fromkeys(entries)),
+            annotations_to_set={a.LOAD_BALANCER_ID: lb.id, a.LOAD_BALANCER_ADDRESS: addresses[0]},
+            events=events.all(),
+        )
+
+    def _ensure_family(
+        self,
+        cfg: ServiceConfig,
+        service: Service,
+        nodes: Sequence[Node],
+        events: a.Events,
+        found: LoadBalancer | None,
+    ) -> tuple[LoadBalancer, list[str]]:
+        """One load balancer of the Service: (it, the addresses it is reached on)."""
         specs = self._specs(cfg, service, nodes)
         started = self._verified.now()
-        lb, owner = self._usable_lb(cfg, specs)
+        lb, owner = self._usable_lb(cfg, specs, found)
         reconciler = self._reconciler(lb.id, cfg, events)
         if not owner:
             self._join_shared(cfg, lb, reconciler)
@@ -161,43 +200,78 @@ class OctaviaLoadBalancers:
         if owner:
             self._claim(cfg, lb, reconciler)
         address = self._address(cfg, lb, owner=owner, events=events, fresh=fresh)
-        self._security_groups(events).ensure(cfg, service, nodes)
-        with self._lock:
-            # The outcome moves the annotation to `lb`.
-            self._replacing.discard(cfg.lb_id)
-        return LoadBalancerOutcome(
-            ingress=ingress(cfg, address),
-            annotations_to_set={a.LOAD_BALANCER_ID: lb.id, a.LOAD_BALANCER_ADDRESS: address},
-            events=events.all(),
+        extra = [v.ip_address for v in lb.additional_vips or () if v.ip_address]
+        return lb, [address, *extra[: 1 if cfg.extra_version else 0]]
+
+    def _family_lbs(
+        self, cfg: ServiceConfig, service: Service, events: a.Events
+    ) -> list[tuple[ServiceConfig, LoadBalancer | None]]:
+        """The Service's load balancers to ensure, the first one already looked up. One
+        with additional VIPs can only be had by creating it so: an existing load balancer
+        without them keeps serving its family, and the other gets its own."""
+        configs = self._families.configs(cfg, service, events)
+        found = self._find(configs[0])
+        if configs[0].extra_version and found is not None and not self._has_extra_vip(found):
+            configs = self._families.split(configs[0])
+        return [(configs[0], found), *((c, self._find(c)) for c in configs[1:])]
+
+    @staticmethod
+    def _has_extra_vip(lb: LoadBalancer) -> bool:
+        return lb.provisioning_status in GONE or bool(lb.additional_vips)
+
+    def _drop_secondary(self, cfg: ServiceConfig, service: Service) -> None:
+        """A Service that was dual-stack (its status shows two families) and no longer is:
+        its second family's load balancer goes. Single-stack Services make no call here."""
+        if len(served_versions(service)) < 2:
+            return
+        self._delete_family(self._secondary_cfg(cfg), a.Events())
+
+    @staticmethod
+    def _secondary_cfg(cfg: ServiceConfig) -> ServiceConfig:
+        """Enough of the second family's config to find and delete its load balancer."""
+        return dataclasses.replace(
+            cfg, name=secondary_name(cfg), legacy_name="", lb_id="", bad_lb_id="", secondary=True
         )
 
     def update(self, *, service: Service, nodes: Sequence[Node]) -> tuple[ProviderEvent, ...]:
         events = a.Events()
         cfg = self._resolver.resolve(service, nodes, events)
-        lb = self._find(cfg)
-        if lb is None or lb.provisioning_status in GONE:
-            raise CloudError(f"Service {service.key} has no load balancer yet")
-        if holder := self._foreign(cfg, lb):
-            raise self._owned_elsewhere(cfg, lb, holder)
-        self._require_active(lb)
-        specs = self._specs(cfg, service, nodes)
-        self._reconciler(lb.id, cfg, events).backends(specs)
-        self._security_groups(events).update_members(cfg, service, nodes)
+        families = self._family_lbs(cfg, service, events)
+        for family, lb in families:
+            if lb is None or lb.provisioning_status in GONE:
+                raise CloudError(f"Service {service.key} has no load balancer yet")
+            if holder := self._foreign(family, lb):
+                raise self._owned_elsewhere(family, lb, holder)
+        for family, lb in families:
+            assert lb is not None  # checked above
+            self._require_active(lb)
+            specs = self._specs(family, service, nodes)
+            self._reconciler(lb.id, family, events).backends(specs)
+        self._security_groups(events).update_members(families[0][0], service, nodes)
         return events.all()
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
         events = a.Events()
         cfg = self._resolver.resolve(service, (), events, lookups=False)
+        families = [cfg]
+        if len(wanted_versions(service)) > 1 or len(served_versions(service)) > 1:
+            # A dual-stack Service's second load balancer, if it has one (by name).
+            families.append(self._secondary_cfg(cfg))
+        for family in families:
+            self._delete_family(family, events)  # raises RetryAfter until it is gone
+        self._security_groups(events).delete(cfg, service)
+        return events.all()
+
+    def _delete_family(self, cfg: ServiceConfig, events: a.Events) -> None:
+        """Deletes (or leaves) one load balancer of the Service; returns once it is gone."""
         lb = self._find(cfg, include_deleting=True)
         if lb is None:
-            self._security_groups(events).delete(cfg, service)
-            return events.all()
+            return
         if holder := self._foreign(cfg, lb):
             # Another cluster's load balancer that only shares this Service's name: left
             # alone, and the Service may go (its finalizer is ours, not the load balancer).
             events.warn("LoadBalancerOwnedByAnotherCluster", self._owned_message(cfg, lb, holder))
-            self._security_groups(events).delete(cfg, service)
-            return events.all()
+            return
         if lb.provisioning_status == PENDING_DELETE:
             raise self._api.backoff.retry(lb.id, "is being deleted")
         if is_pending(lb):
@@ -212,8 +286,6 @@ class OctaviaLoadBalancers:
         if created_by_us and not shared:
             self._delete_lb(cfg, lb)  # raises RetryAfter until it is gone
         self._leave_shared(cfg, lb)
-        self._security_groups(events).delete(cfg, service)
-        return events.all()
 
     def node_selector(self, *, service: Service) -> NodeSelector:
         return self._resolver.node_selector(service, a.Events())
@@ -237,6 +309,8 @@ class OctaviaLoadBalancers:
                     return None
             log.info("load balancer %s of %s does not exist; looking by name", cfg.lb_id, cfg.name)
         for name in (cfg.name, cfg.legacy_name):
+            if not name:
+                continue  # a second family's load balancer has no legacy name
             found = self._api.find_lbs(name)
             live = [lb for lb in found if lb.provisioning_status not in GONE]
             if len(live) > 1:
@@ -250,10 +324,10 @@ class OctaviaLoadBalancers:
         return None
 
     def _usable_lb(
-        self, cfg: ServiceConfig, specs: Sequence[ListenerSpec]
+        self, cfg: ServiceConfig, specs: Sequence[ListenerSpec], lb: LoadBalancer | None
     ) -> tuple[LoadBalancer, bool]:
-        """An ACTIVE load balancer for the Service (creating it first if there is none)."""
-        lb = self._find(cfg)
+        """An ACTIVE load balancer for the Service (`lb`, what `_find` found; creating it
+        first if there is none)."""
         if lb is None:
             self._require_creatable(cfg)
             created, populated = self._create(cfg, specs)
@@ -321,6 +395,9 @@ class OctaviaLoadBalancers:
         self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]
     ) -> list[ListenerSpec]:
         backends = self._backends.of(nodes, cfg.node_selector, cfg.ip_version)
+        if cfg.extra_version:
+            # One load balancer for both families: each pool holds the members of both.
+            backends += self._backends.of(nodes, cfg.node_selector, cfg.extra_version)
         return desired_listeners(cfg, service, backends)
 
     def _require_active(self, lb: LoadBalancer) -> None:
@@ -363,6 +440,8 @@ class OctaviaLoadBalancers:
         if cfg.availability_zone:
             body["availability_zone"] = cfg.availability_zone
         body |= self._vip(cfg)
+        if cfg.extra_vip_subnet_id:
+            body["additional_vips"] = [{"subnet_id": cfg.extra_vip_subnet_id}]
         if not cfg.serial:
             body["listeners"] = [spec.create_body(with_members=with_members) for spec in specs]
         return body
@@ -430,7 +509,9 @@ class OctaviaLoadBalancers:
         self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, events: a.Events, fresh: bool
     ) -> str:
         if cfg.ip_version == 6:
-            if not cfg.internal:
+            # A dual-stack Service's IPv6 load balancer beside its IPv4 one: no warning,
+            # that is how the family is served.
+            if not cfg.internal and not cfg.secondary:
                 events.warn(
                     "LoadBalancerFloatingIPSkipped",
                     "an IPv6 load balancer is reached on its VIP: no floating IP",

@@ -19,6 +19,11 @@ class Ref(_Json, frozen=True):
     id: str
 
 
+class AdditionalVip(_Json, frozen=True):
+    subnet_id: str = ""
+    ip_address: str = ""
+
+
 class LoadBalancer(_Json, frozen=True):
     id: str
     name: str = ""
@@ -30,6 +35,8 @@ class LoadBalancer(_Json, frozen=True):
     vip_port_id: str = ""
     vip_subnet_id: str = ""
     vip_network_id: str = ""
+    # Octavia 2.26: the VIPs on the other subnets of the VIP network (dual-stack).
+    additional_vips: list[AdditionalVip] | None = None
     flavor_id: str | None = None
     availability_zone: str | None = None
     tags: list[str] = []

@@ -110,15 +110,28 @@ class ServiceConfig:
     manage_security_groups: bool
     # This cluster's id (`--cluster-id`), "" when none is known: ownership by name alone.
     cluster_id: str = ""
+    # A dual-stack Service on one load balancer (Octavia 2.26 `additional_vips`): the
+    # other family's version, VIP subnet and member subnet (0 / "": single family).
+    extra_version: int = 0
+    extra_vip_subnet_id: str = ""
+    extra_member_subnet_id: str = ""
+    # The load balancer of a dual-stack Service's second family (named with `_ipv<v>`).
+    secondary: bool = False
 
     @property
     def owner_tag(self) -> str:
         """The tag that marks a resource as this cluster's ("" without a cluster id)."""
         return naming.owner_tag(self.cluster_id) if self.cluster_id else ""
 
+    @property
+    def versions(self) -> tuple[int, ...]:
+        """The IP families this load balancer serves, its VIP's first."""
+        return (self.ip_version, self.extra_version) if self.extra_version else (self.ip_version,)
+
     def source_ranges_unenforced(self) -> bool:
         """Restricting source ranges that nothing here could enforce."""
-        if self.source_ranges == (ALLOW_ALL[self.ip_version],) or self.allowed_cidrs is not None:
+        allow_all = tuple(ALLOW_ALL[v] for v in self.versions)
+        if self.source_ranges == allow_all or self.allowed_cidrs is not None:
             return False
         return not (self.lb_provider == "ovn" and self.manage_security_groups)
 
@@ -375,7 +388,9 @@ class Resolver:
         lb_id = ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id")
         ranges = _source_ranges(service, events, ann, version)
         floating_network = ""
-        if not internal and version == 4:
+        # A dual-stack Service with IPv6 first still has an IPv4 load balancer to expose.
+        dual = service.spec.ip_family_policy in ("PreferDualStack", "RequireDualStack")
+        if not internal and (version == 4 or (dual and "IPv4" in service.spec.ip_families)):
             floating_network = _first(
                 lb_class.floating_network_id,
                 ann.string(a.FLOATING_NETWORK_ID),
