@@ -5,6 +5,13 @@ Only what carries this cluster's id is ever listed (`LoadBalancers.owned`), and 
 reads each resource again and checks the id before it writes: a resource of another
 cluster, or one nobody tagged, is never touched. Without a Kubernetes API (the cluster is
 gone) `--cluster-id` says whose resources to look for, and all of them are orphans.
+
+Routes carry no tags: a router carries the cluster's claim of each of its CIDRs
+(`pyccm-routes:<id>=<cidr>`, written by the route worker), and a route is the cluster's
+when it lies in one of its claims on that router (`RouteOwnership`). While the cluster
+lives, the routes no live Node accounts for (next hop and podCIDR both gone) are orphans;
+once it is gone, all of them, and the claims themselves go once no route of the cluster is
+left. A route another cluster's claim also covers is never listed, let alone deleted.
 """
 
 from __future__ import annotations
@@ -20,7 +27,15 @@ from typing import TYPE_CHECKING, TextIO
 from pyccm.logs import add_log_format_flag
 
 if TYPE_CHECKING:
-    from pyccm.provider.interface import LoadBalancers, OwnedResource
+    from pyccm.provider.interface import (
+        ClaimedRouter,
+        Cloud,
+        LoadBalancers,
+        OwnedResource,
+        OwnedRoute,
+        RouteOwnership,
+    )
+    from pyccm.workers.route.orphans import LiveNodes
     from pyccm.workers.service.orphans import Live
 
 EPILOG = """\
@@ -31,7 +46,8 @@ examples:
   # delete it; exits 1 if anything could not be deleted, saying why
   pyccm gc --kubeconfig ~/.kube/config --cloud-config cloud.conf --yes
 
-  # after the cluster is gone: everything tagged with its id is an orphan
+  # after the cluster is gone: everything tagged with its id is an orphan, including
+  # its routes on every router that carries its claim (the claims go with the last route)
   pyccm gc --cluster-id 5a0e7c3e-0d6e-4c8e-9a57-2f4b8d1c9e10 --cloud-config cloud.conf
 
   # as JSON, for scripts
@@ -52,7 +68,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "Service accounts for",
         description="Lists every load balancer, listener on a shared load balancer, floating "
         "IP and security group that carries this cluster's id and that no live Service "
-        "accounts for. A dry run unless --yes.",
+        "accounts for, and every route inside a CIDR this cluster claims on a router "
+        "(its pyccm-routes tag) that no live Node accounts for. A dry run unless --yes.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -126,7 +143,9 @@ def _run(args: argparse.Namespace, *, out: TextIO) -> int:
     cluster_id = resolve_cluster_id(
         given=args.cluster_id, kubeconfig=args.kubeconfig, required=True
     )
-    live = _live(args) if can_reach_kubernetes(args.kubeconfig) else GONE
+    from pyccm.workers.route.orphans import NODES_GONE
+
+    live, live_nodes = _live(args) if can_reach_kubernetes(args.kubeconfig) else (GONE, NODES_GONE)
     cloud, lbs = load_balancers(args, cluster_id=cluster_id)
     try:
         found = orphans(lbs.owned(), live)
@@ -135,22 +154,88 @@ def _run(args: argparse.Namespace, *, out: TextIO) -> int:
             deadline = time.monotonic() + args.timeout
             for resource, row in zip(found, rows, strict=True):
                 _delete(lbs, resource, row, deadline=deadline)
+        rows += _routes(cloud, live_nodes, yes=args.yes)
     finally:
         cloud.close()
     _print(rows, args=args, cluster_id=cluster_id, gone=live is GONE, out=out)
     return 1 if any(row.result == "failed" for row in rows) else 0
 
 
-def _live(args: argparse.Namespace) -> Live:
+def _live(args: argparse.Namespace) -> tuple[Live, LiveNodes]:
     from pyccm.kubeapi.client import KubeClient, KubeSettings
-    from pyccm.workers.runtime.oneshot import services
+    from pyccm.workers.route.orphans import LiveNodes
+    from pyccm.workers.runtime.oneshot import nodes, services
     from pyccm.workers.service.orphans import Live
 
     client = KubeClient(settings=KubeSettings(kubeconfig=args.kubeconfig))
     try:
-        return Live.of(services(client))
+        return Live.of(services(client)), LiveNodes.of(nodes(client))
     finally:
         client.close()
+
+
+def _routes(cloud: Cloud, live: LiveNodes, *, yes: bool) -> list[Row]:
+    """The orphaned routes (and, the cluster gone, the routers' claims), deleted with `yes`:
+    one removal per router, then each claim with no route of the cluster left."""
+    from pyccm.provider.interface import RouteOwningCloud
+
+    ownership = cloud.route_ownership() if isinstance(cloud, RouteOwningCloud) else None
+    if ownership is None:
+        return []
+    routers = ownership.claimed_routers()
+    rows: list[Row] = []
+    for router in routers:
+        rows += _router_routes(ownership, router, live, yes=yes)
+    if live.gone:
+        rows += [_release(ownership, router, yes=yes) for router in routers]
+    return rows
+
+
+def _router_routes(
+    ownership: RouteOwnership, router: ClaimedRouter, live: LiveNodes, *, yes: bool
+) -> list[Row]:
+    from pyccm.workers.route.orphans import route_orphans
+
+    found = route_orphans([router], live)
+    rows = {
+        (r.destination, r.nexthop): Row(
+            "route", r.destination, r.nexthop, (), f"router {router.name or router.id}"
+        )
+        for r in found
+    }
+    if yes and found:
+        failed = _route_failures(ownership, router.id, found)
+        for route, row in ((r, rows[(r.destination, r.nexthop)]) for r in found):
+            error = failed.get((route.destination, route.nexthop))
+            row.result, row.error = ("failed", error) if error else ("deleted", "")
+    return list(rows.values())
+
+
+def _route_failures(
+    ownership: RouteOwnership, router_id: str, routes: Sequence[OwnedRoute]
+) -> dict[tuple[str, str], str]:
+    from pyccm.provider.errors import ProviderError
+
+    try:
+        failures = ownership.delete_routes(router_id, routes)
+    except ProviderError as error:
+        return {(r.destination, r.nexthop): str(error) for r in routes}
+    return {(f.route.destination, f.route.nexthop): f.error for f in failures}
+
+
+def _release(ownership: RouteOwnership, router: ClaimedRouter, *, yes: bool) -> Row:
+    """The router's claims of the gone cluster: removed once no route of it is left."""
+    from pyccm.provider.errors import ProviderError
+
+    row = Row("router tag", router.id, router.name, (), "claims " + ", ".join(router.cidrs))
+    if yes:
+        try:
+            ownership.release(router.id)
+        except ProviderError as error:
+            row.result, row.error = "failed", str(error)
+        else:
+            row.result = "deleted"
+    return row
 
 
 def _delete(lbs: LoadBalancers, resource: OwnedResource, row: Row, *, deadline: float) -> None:
@@ -197,7 +282,11 @@ def _print(
         }
         print(json.dumps(document, indent=2), file=out)
         return
-    where = "the cluster is gone: everything it owns" if gone else "no live Service accounts for"
+    where = (
+        "the cluster is gone: everything it owns"
+        if gone
+        else "no live Service or Node accounts for"
+    )
     print(f"cluster {cluster_id}: {len(rows)} orphaned resource(s) ({where})", file=out)
     if rows:
         table = [COLUMNS] + [
