@@ -80,7 +80,8 @@ class OctaviaFeatures:
     @property
     def additional_vips(self) -> bool:
         """More than one VIP (one per subnet of the VIP network): a dual-stack Service on
-        one load balancer. The ovn provider driver refuses them."""
+        one load balancer. Off with ovn, like the other gates (not checked against its
+        driver)."""
         return self._at_least(26)
 
 

@@ -251,3 +251,15 @@ def test_a_load_balancer_made_without_additional_vips_gets_an_ipv6_sibling(
         "10.0.0.11",
         "10.0.0.12",
     ]
+
+
+def test_the_second_load_balancer_is_accounted_for_by_its_service(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    """`pyccm gc` and the orphan scan must not take `<name>_ipv6` for an orphan."""
+    lbs = lbs_at(make_lbs, sim, "2.25")
+    ensure(lbs, dual_service(), dual_nodes())
+
+    owned = {r.name: r.services for r in lbs.owned() if r.kind == "load balancer"}
+
+    assert owned == {NAME: ("default/web",), NAME + "_ipv6": ("default/web",)}
