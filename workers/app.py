@@ -112,6 +112,8 @@ def _cluster_id(name: str, args: argparse.Namespace) -> str:
     `--cluster-id` if given; standalone, the worker reads it; on the bus, the manager tells."""
     if name not in ("service", "route"):
         return ""
+    if name == "route" and (args.configure_cloud_routes == "false" or not args.cluster_cidr):
+        return ""  # a disabled route controller (build_controller says why) claims nothing
     if args.cluster_id or args.standalone:
         return resolve_cluster_id(given=args.cluster_id, kubeconfig=args.kubeconfig, required=False)
     pub, router = resolve(args)
