@@ -295,15 +295,23 @@ class OpenStackRoutes:
 
     def claim(self, *, cluster_cidrs: Sequence[str]) -> None:
         """Tag the router `pyccm-routes:<cluster-id>=<cidr>` for each cluster CIDR
-        (`RouteClaims`): one PUT per tag, once per router and process (Neutron's PUT of a
-        tag the router already has changes nothing). A claim of a CIDR this cluster no
-        longer routes stays: `pyccm gc` finds that CIDR's leftovers by it."""
+        (`RouteClaims`): a PUT only for a tag the router does not carry yet (read once per
+        router and process, so a restarted worker writes nothing), and never twice. A claim
+        of a CIDR this cluster no longer routes stays: `pyccm gc` finds that CIDR's
+        leftovers by it."""
         if not self._cluster_id:
             return
         router_id = self._router_id
-        for claim in claims_for(self._cluster_id, cluster_cidrs):
+        pending = [
+            claim
+            for claim in claims_for(self._cluster_id, cluster_cidrs)
+            if (router_id, claim.tag) not in self._claimed
+        ]
+        carried = set(self._router().tags) if pending else set()
+        for claim in pending:
             tag = claim.tag
-            if (router_id, tag) in self._claimed:
+            if tag in carried:
+                self._claimed.add((router_id, tag))
                 continue
             add_router_tag(self._client, router_id, tag)
             log.info(
