@@ -16,7 +16,9 @@ real WSGI apps of Keystone 30, Neutron 29, Octavia 19 and Nova 34 on 127.0.0.1 t
   settler thread, under the same lock, moves `PENDING_*` objects to `ACTIVE` / `DELETED`
   after a delay through Octavia's own `DriverUpdater` (what octavia-driver-agent runs for
   real providers), or to `ERROR` for load balancers whose name matches a pattern listed in
-  `STACK_DIR/octavia/errors` (one regex a line, re-read every pass);
+  `STACK_DIR/octavia/errors` (one regex a line, re-read every pass), and not at all for
+  those matching a pattern in `STACK_DIR/octavia/holds` (a test that needs a busy load
+  balancer holds it, instead of racing the delay);
 * Nova cannot boot anything here: servers are written into its databases with nova's own
   objects (`nova-servers`), and set SHUTOFF or ACTIVE there.
 """
@@ -170,8 +172,9 @@ def settle_forever(stack: Path) -> None:
             print(f"settler: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
-def error_patterns(stack: Path) -> list[re.Pattern[str]]:
-    path = stack / "octavia" / "errors"
+def name_patterns(stack: Path, kind: str) -> list[re.Pattern[str]]:
+    """`STACK_DIR/octavia/<kind>`'s regexes (errors, holds), one a line."""
+    path = stack / "octavia" / kind
     if not path.exists():
         return []
     return [re.compile(line) for line in path.read_text().splitlines() if line.strip()]
@@ -182,10 +185,15 @@ def settle_once(stack: Path, delay: float) -> None:
     from octavia.db import api as db_api
     from octavia.db import models
 
-    patterns = error_patterns(stack)
+    patterns = name_patterns(stack, "errors")
+    holds = name_patterns(stack, "holds")
     session = db_api.get_session()
     with session.begin():
-        updates = [_status_update(lb, patterns) for lb in _pending_lbs(session, models, delay)]
+        updates = [
+            _status_update(lb, patterns)
+            for lb in _pending_lbs(session, models, delay)
+            if not any(h.search(lb.name or "") for h in holds)
+        ]
     for update in updates:
         settle_members(update.pop("members"))
         DriverUpdater().update_loadbalancer_status(update)

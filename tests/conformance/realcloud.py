@@ -204,6 +204,17 @@ class RealCloud:
     def clear_errors(self) -> None:
         (self.workdir / "octavia" / "errors").unlink(missing_ok=True)
 
+    @contextmanager
+    def holding(self, lb_name_pattern: str) -> Iterator[None]:
+        """Load balancers whose name matches stay PENDING_* for the block (the settler skips
+        them), so a test can meet a busy one without racing the settle delay."""
+        holds = self.workdir / "octavia" / "holds"
+        holds.write_text(lb_name_pattern + "\n")
+        try:
+            yield
+        finally:
+            holds.unlink(missing_ok=True)
+
 
 # --- starting it ---------------------------------------------------------------------------------
 
