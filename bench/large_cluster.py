@@ -100,6 +100,7 @@ WORKER_PROGRAMS = (
     "worker-route",
 )
 KUBE_WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+ELECTION_EVENT = "Lease: LeaderElection"
 # A worker still running this long after SIGTERM is killed (supervisord's stopwaitsecs is 15).
 STOP_LIMIT = 30.0
 # A restarted worker is signalled again only once it has been up this long: a SIGTERM
@@ -260,6 +261,17 @@ class KubeView:
     def mark(self) -> int:
         mark: int = self.admin("GET", "state")["requests"]
         return mark
+
+    def event_reasons(self, since_wall: float) -> Counter[str]:
+        """Events created at or after `since_wall` (whole seconds, as the API stamps them),
+        by `kind of the regarded object: reason`."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(since_wall)))
+        listed = json.loads(self.client.request("GET", "/api/v1/events"))
+        return Counter(
+            f"{e.get('involvedObject', {}).get('kind', '?')}: {e.get('reason', '?')}"
+            for e in listed.get("items", [])
+            if (e.get("metadata", {}).get("creationTimestamp") or "") >= since
+        )
 
     def writes(self, since: int) -> Counter[str]:
         """Writes since `since` by `verb resource[/subresource]`."""
@@ -732,12 +744,19 @@ class ColdStart:
     calls: Counter[str]
     cloud_writes: Counter[str]
     kube_writes: Counter[str]
+    events: Counter[str]
+
+    @property
+    def election_events(self) -> int:
+        """The new leader's `LeaderElection` Event on its Lease (client-go's elector writes it
+        too): the election's, like the Lease renewals."""
+        return self.events[ELECTION_EVENT]
 
     @property
     def writes(self) -> int:
-        """Cloud writes and kube writes, Lease renewals apart (the election's heartbeat)."""
+        """Cloud writes and kube writes, the election's apart (Lease renewals, its Event)."""
         kube = sum(v for k, v in self.kube_writes.items() if "leases" not in k)
-        return sum(self.cloud_writes.values()) + kube
+        return sum(self.cloud_writes.values()) + kube - self.election_events
 
     @property
     def object_writes(self) -> Counter[str]:
@@ -766,6 +785,7 @@ def cold_start(bench: Bench, started: TreeStart, *, cloud_mark: int, kube_mark: 
         calls=operations(calls),
         cloud_writes=operations(cloud_writes(calls)),
         kube_writes=bench.kube.writes(kube_mark),
+        events=bench.kube.event_reasons(started.wall),
     )
 
 
@@ -1396,8 +1416,9 @@ def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings
         "| cold start: tree restarted → every worker synced, every LB verified (s) | "
         f"{median_of(runs, lambda r: r.cold.seconds)}; {sum(cold.calls.values())} cloud calls, "
         f"**{sum(cold.cloud_writes.values())} cloud writes**, **{sum(cold.object_writes.values())}"
-        f" kube object writes**, **{_events(cold.kube_writes)} Event writes** (Lease renewals "
-        f"apart: {_leases(cold.kube_writes)}) | 0 writes | "
+        f" kube object writes**, **{_events(cold.kube_writes)} Event writes** "
+        f"({_counts(cold.events)}; Lease renewals apart: {_leases(cold.kube_writes)}) | 0 "
+        "writes besides the election's | "
         f"{verdict(cold.writes == 0)} |",
         f"| RSS of the whole tree once synced (MB) | **{tree_mb:.0f}** ({per_process}); peak "
         f"during the run {run.memory.peaks.tree_mb:.0f} | ≤ 350 MB | {verdict(tree_mb <= 350)} |",
@@ -1502,7 +1523,8 @@ def _cold_section(run: Run) -> list[str]:
         "",
         f"* cloud calls: {_counts(cold.calls)};",
         f"* cloud writes: {_counts(cold.cloud_writes)};",
-        f"* kube writes: {_counts(cold.kube_writes)}.",
+        f"* kube writes: {_counts(cold.kube_writes)};",
+        f"* Events created, by the regarded object's kind and reason: {_counts(cold.events)}.",
         "",
     ]
 
