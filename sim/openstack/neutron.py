@@ -1345,9 +1345,16 @@ def _rule_fields(body: Record) -> Record:
     prefix = body.get("remote_ip_prefix")
     if prefix is not None:
         try:
-            prefix = str(ipaddress.ip_network(prefix, strict=False))
+            network = ipaddress.ip_network(prefix, strict=False)
         except (ValueError, TypeError):
             raise bad_request(f"Invalid input for remote_ip_prefix: '{prefix}'.") from None
+        if ethertype != f"IPv{network.version}":
+            # Neutron's _validate_ip_prefix: the rule's family and its prefix's must agree.
+            raise bad_request(
+                f"Conflicting value ethertype {ethertype} for CIDR {prefix}",
+                kind="SecurityGroupRuleParameterConflict",
+            )
+        prefix = str(network)
     return {
         **body,
         "ethertype": ethertype,

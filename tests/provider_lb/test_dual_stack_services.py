@@ -263,3 +263,44 @@ def test_the_second_load_balancer_is_accounted_for_by_its_service(
     owned = {r.name: r.services for r in lbs.owned() if r.kind == "load balancer"}
 
     assert owned == {NAME: ("default/web",), NAME + "_ipv6": ("default/web",)}
+
+
+@pytest.mark.parametrize("version", ["2.25", "2.26"])
+def test_a_managed_security_group_opens_the_node_ports_to_both_families(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs, version: str
+) -> None:
+    sim.set_knobs(octavia_version=version)
+    lbs = make_lbs("[LoadBalancer]\nmanage-security-groups = true", cluster_id=CLUSTER_ID)
+    svc = dual_service(health_check_node_port=32100, external_traffic_policy="Local")
+    with_ids = {n.metadata.name: n.spec for n in nodes(3, sim=sim)}
+    members = [msgspec.structs.replace(n, spec=with_ids[n.metadata.name]) for n in dual_nodes()]
+
+    outcome = ensure(lbs, svc, members)
+
+    (group,) = [g for g in sim.resources("security_group") if g["name"].startswith("lb-sg-")]
+    rules = {
+        (r["ethertype"], r["protocol"], r["port_range_min"], r["remote_ip_prefix"])
+        for r in sim.resources("security_group_rule")
+        if r["security_group_id"] == group["id"] and r["direction"] == "ingress"
+    }
+    # Each family's node ports open to its member subnet (10.0.0.0/16, fd00:10::/64).
+    assert rules == {
+        (ethertype, "tcp", port, cidr)
+        for ethertype, cidr in (("IPv4", "10.0.0.0/16"), ("IPv6", "fd00:10::/64"))
+        for port in (30080, 32100)
+    }
+    # Every node's port has the group, node-0002 (IPv4 only) included.
+    holders = {
+        ip["ip_address"]
+        for p in sim.resources("port")
+        if group["id"] in p["security_groups"]
+        for ip in p["fixed_ips"]
+    }
+    assert {"10.0.0.10", "10.0.0.11", "10.0.0.12", "fd00:10::a", "fd00:10::b"} <= holders
+
+    mark = sim.mark()
+    ensure(lbs, with_status(svc, outcome), members)
+    assert sim.writes(since=mark) == []
+    delete(lbs, with_status(svc, outcome))
+    assert [g for g in sim.resources("security_group") if g["id"] == group["id"]] == []
+    assert_nothing_left(sim)

@@ -166,7 +166,7 @@ class OctaviaLoadBalancers:
         first, lb, addresses = served[0]
         if len(served) == 1 and not first.extra_version:
             self._drop_secondary(cfg, service)
-        self._security_groups(events).ensure(first, service, nodes)
+        self._security_groups(events).ensure([f for f, _, _ in served], service, nodes)
         with self._lock:
             # The outcome moves the annotation to `lb`.
             self._replacing.discard(cfg.lb_id)
@@ -247,7 +247,7 @@ class OctaviaLoadBalancers:
             self._require_active(lb)
             specs = self._specs(family, service, nodes)
             self._reconciler(lb.id, family, events).backends(specs)
-        self._security_groups(events).update_members(families[0][0], service, nodes)
+        self._security_groups(events).update_members([f for f, _ in families], service, nodes)
         return events.all()
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:

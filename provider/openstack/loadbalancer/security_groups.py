@@ -6,6 +6,11 @@ source ranges with ovn, which keeps client addresses), attached to the member po
 nodes. Deletion always looks for the group, as upstream does, so turning the option off
 never leaves one behind. Only ingress rules are compared: Neutron's default egress rules
 of a new group are left alone.
+
+A dual-stack Service has one group with the rules of each family it is served in: each
+family's member subnet gives that family's rules (Neutron refuses a rule whose ethertype
+and prefix differ), and a node's port gets the group when it holds any of the node's
+member addresses.
 """
 
 from __future__ import annotations
@@ -41,12 +46,16 @@ def _rule_of(rule: SecurityGroupRule) -> Rule | None:
 
 
 def wanted_rules(cfg: ServiceConfig, service: Service, subnet_cidr: str) -> set[Rule]:
+    """The ingress rules for the members on the subnet `subnet_cidr` (one family)."""
     network = ipaddress.ip_network(subnet_cidr, strict=False)
     ethertype = "IPv6" if network.version == 6 else "IPv4"
     sources = [str(network)]
     if cfg.lb_provider == "ovn" and cfg.source_ranges:
-        # ovn has no allowed_cidrs: the source ranges become the rules' remote prefixes.
-        sources = list(cfg.source_ranges)
+        # ovn has no allowed_cidrs: the source ranges of this family become the rules'
+        # remote prefixes (none of this family: its node ports stay closed).
+        sources = [
+            r for r in cfg.source_ranges if ipaddress.ip_network(r).version == network.version
+        ]
     rules: set[Rule] = set()
     hc_port = service.spec.health_check_node_port
     if hc_port:
@@ -75,16 +84,22 @@ class SecurityGroups:
         # group found by name); a group tagged by another cluster is never deleted.
         self._cluster_id = cluster_id
 
-    def ensure(self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]) -> None:
+    def ensure(
+        self, families: Sequence[ServiceConfig], service: Service, nodes: Sequence[Node]
+    ) -> None:
+        """`families`: the config of each load balancer the Service is served by."""
+        cfg = families[0]
         if not cfg.manage_security_groups:
             return
         group = self._group(cfg, service)
-        self._rules(cfg, service, group)
-        self._attach(cfg, group, nodes)
+        self._rules(families, service, group)
+        self._attach(families, group, nodes)
 
-    def update_members(self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]) -> None:
-        if cfg.manage_security_groups:
-            self._attach(cfg, self._group(cfg, service), nodes)
+    def update_members(
+        self, families: Sequence[ServiceConfig], service: Service, nodes: Sequence[Node]
+    ) -> None:
+        if families[0].manage_security_groups:
+            self._attach(families, self._group(families[0], service), nodes)
 
     def delete(self, cfg: ServiceConfig, service: Service) -> None:
         for group in self._api.find_security_groups(naming.security_group_name(service)):
@@ -115,9 +130,12 @@ class SecurityGroups:
             tags = [*group.tags, naming.owner_tag(self._cluster_id)]
             self._api.set_tags("security-groups", group.id, tags)
 
-    def _rules(self, cfg: ServiceConfig, service: Service, group: SecurityGroup) -> None:
-        subnet = self._api.get_subnet(cfg.member_subnet_id)
-        wanted = wanted_rules(cfg, service, subnet.cidr)
+    def _rules(
+        self, families: Sequence[ServiceConfig], service: Service, group: SecurityGroup
+    ) -> None:
+        wanted: set[Rule] = set()
+        for cfg, subnet_id in _member_subnets(families):
+            wanted |= wanted_rules(cfg, service, self._api.get_subnet(subnet_id).cidr)
         current: dict[Rule, str] = {}
         for rule in self._api.security_group_rules(group.id):
             key = _rule_of(rule)
@@ -129,7 +147,9 @@ class SecurityGroups:
             if key not in wanted:
                 self._api.delete_security_group_rule(rule_id)
 
-    def _attach(self, cfg: ServiceConfig, group: SecurityGroup, nodes: Sequence[Node]) -> None:
+    def _attach(
+        self, families: Sequence[ServiceConfig], group: SecurityGroup, nodes: Sequence[Node]
+    ) -> None:
         # One listing of the ports that have the group already, so that only the nodes
         # still without it cost a port lookup each (not every node on every sync).
         attached = {
@@ -137,18 +157,26 @@ class SecurityGroups:
             for port in self._api.ports_with_group(group.id)
             for fixed in port.fixed_ips
         }
-        for node in eligible_nodes(cfg, nodes):
-            address = member_address(node, cfg.ip_version)
-            if not address or address in attached:
+        versions = dict.fromkeys(v for cfg in families for v in cfg.versions)
+        for node in eligible_nodes(families[0], nodes):
+            addresses = {a for v in versions if (a := member_address(node, v))}
+            if not addresses or addresses <= attached:
                 continue
             try:
                 _, server_id = parse_provider_id(node.spec.provider_id)
             except InvalidProviderId:
                 continue  # not initialized yet: the next sync attaches it
             for port in self._api.server_ports(server_id):
-                holds = any(ip.ip_address == address for ip in port.fixed_ips)
+                holds = any(ip.ip_address in addresses for ip in port.fixed_ips)
                 if holds and port.port_security_enabled and group.id not in port.security_groups:
                     self._api.update_port_groups(port.id, [*port.security_groups, group.id])
+
+
+def _member_subnets(families: Sequence[ServiceConfig]) -> list[tuple[ServiceConfig, str]]:
+    """(config, member subnet) of each family served, additional VIPs' included."""
+    found = [(cfg, cfg.member_subnet_id) for cfg in families]
+    found += [(cfg, cfg.extra_member_subnet_id) for cfg in families if cfg.extra_version]
+    return [(cfg, subnet) for cfg, subnet in found if subnet]
 
 
 def _rule_body(group_id: str, rule: Rule) -> dict[str, Any]:
