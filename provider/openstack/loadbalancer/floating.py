@@ -83,18 +83,27 @@ class FloatingIps:
             self._api.set_tags("floatingips", fip.id, tags)
 
     def address(
-        self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, fresh: bool = False
+        self,
+        cfg: ServiceConfig,
+        lb: LoadBalancer,
+        *,
+        owner: bool,
+        fresh: bool = False,
+        private: str = "",
     ) -> str:
         """The Service's public address: a floating IP on the VIP, or the VIP itself.
         `fresh`: `lb` was created by this process and this is its first address lookup, so
         its VIP port is brand new and holds no floating IP yet (were one attached
-        meanwhile, the POST below would get a 409 and the next sync would find it)."""
+        meanwhile, the POST below would get a 409 and the next sync would find it).
+        `private`: the IPv4 address of the VIP port the floating IP stands for, when it is
+        not the VIP's own (an additional VIP); the address given when there is none."""
+        private = private or lb.vip_address
         attached = [] if fresh else self._api.floating_ips(port_id=lb.vip_port_id)
         if cfg.internal:
             if owner:
                 for fip in attached:
                     self.release(fip, keep=cfg.keep_floatingip)
-            return lb.vip_address
+            return private
         if attached:
             if owner and is_ours(attached[0]):
                 self.tag(attached[0])
@@ -111,7 +120,7 @@ class FloatingIps:
                 "LoadBalancerForcedInternal",
                 "no floating network is configured or found: the load balancer is internal",
             )
-            return lb.vip_address
+            return private
         return self._adopt_or_create(cfg, lb)
 
     def release(self, fip: FloatingIp, *, keep: bool) -> None:

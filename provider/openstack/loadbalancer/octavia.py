@@ -199,9 +199,7 @@ class OctaviaLoadBalancers:
             self._reconcile(cfg, lb, specs, reconciler, owner=owner, started=started)
         if owner:
             self._claim(cfg, lb, reconciler)
-        address = self._address(cfg, lb, owner=owner, events=events, fresh=fresh)
-        extra = [v.ip_address for v in lb.additional_vips or () if v.ip_address]
-        return lb, [address, *extra[: 1 if cfg.extra_version else 0]]
+        return lb, self._addresses(cfg, lb, owner=owner, events=events, fresh=fresh)
 
     def _family_lbs(
         self, cfg: ServiceConfig, service: Service, events: a.Events
@@ -505,6 +503,25 @@ class OctaviaLoadBalancers:
         raise self._api.backoff.retry(lb.id, "is being deleted")
 
     # --- address ---------------------------------------------------------------------------------
+    def _addresses(
+        self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, events: a.Events, fresh: bool
+    ) -> list[str]:
+        """Where `lb` is reached, first family first: its VIP's address, then its additional
+        VIP's when it has one (a dual-stack Service on one load balancer)."""
+        extra = [v.ip_address for v in lb.additional_vips or () if v.ip_address]
+        if not cfg.extra_version or not extra:
+            return [self._address(cfg, lb, owner=owner, events=events, fresh=fresh)]
+        if cfg.ip_version == 4:
+            return [self._address(cfg, lb, owner=owner, events=events, fresh=fresh), extra[0]]
+        # IPv6 first: the additional VIP is the IPv4 one, and it gets the floating IP (Neutron
+        # puts one on a port's only IPv4 address), as the IPv4 load balancer of a per-family
+        # pair does, with no requested address either (loadBalancerIP is the IPv6 VIP's).
+        ipv4 = dataclasses.replace(cfg, ip_version=4, load_balancer_ip="")
+        public = self._floating_ips(events).address(
+            ipv4, lb, owner=owner, fresh=fresh, private=extra[0]
+        )
+        return [lb.vip_address, public]
+
     def _address(
         self, cfg: ServiceConfig, lb: LoadBalancer, *, owner: bool, events: a.Events, fresh: bool
     ) -> str:
