@@ -517,8 +517,10 @@ class Octavia:
             vip_address=first["ip_address"],
             vip_subnet_id=first["subnet_id"],
             vip_network_id=port["network_id"],
+            # Octavia names the VIP port in each (its AdditionalVipsType has a port_id).
             additional_vips=[
-                {"subnet_id": e["subnet_id"], "ip_address": e["ip_address"]} for e in others
+                {"subnet_id": e["subnet_id"], "ip_address": e["ip_address"], "port_id": port["id"]}
+                for e in others
             ],
         )
 

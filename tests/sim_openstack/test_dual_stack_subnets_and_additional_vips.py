@@ -59,6 +59,9 @@ def test_an_additional_vip_takes_an_address_of_the_other_subnet(
     (extra,) = lb["additional_vips"]
     assert extra["subnet_id"] == dual.seeded.private_subnet_v6_id
     assert extra["ip_address"].startswith("fd00:10::")
+    # The real Octavia names the VIP port in each additional VIP (conformance tier:
+    # test_beyond_upstream_on_real_openstack.py).
+    assert extra["port_id"] == lb["vip_port_id"]
     (port,) = [p for p in dual.resources("port") if p["id"] == lb["vip_port_id"]]
     assert [f["ip_address"] for f in port["fixed_ips"]] == [lb["vip_address"], extra["ip_address"]]
 
