@@ -672,7 +672,10 @@ class Neutron:
             fip.update(port_id=None, fixed_ip_address=None, router_id=None, status="DOWN")
             return
         port = self.ports.require(port_id, PORT_MISSING)
-        address = self._fixed_ip_for(port, fixed_ip)
+        # Neutron's order (l3_db._check_and_get_fip_assoc): the fixed IP, the router
+        # that serves its subnet, then another floating IP on that fixed IP.
+        address, subnet_id = self._fixed_ip_for(port, fixed_ip)
+        router_id = self._router_between(port, subnet_id, fip["floating_network_id"])
         for other in self.fips_of_port(port_id):
             if other["id"] != fip["id"] and other["fixed_ip_address"] == address:
                 raise conflict(
@@ -681,41 +684,58 @@ class Neutron:
                     f"has a floating IP on external network {fip['floating_network_id']}.",
                     kind="FloatingIPPortAlreadyAssociated",
                 )
-        router_id = self._router_between(port["network_id"], fip["floating_network_id"])
         if old and old != port_id:
             self._fips_by_port[old].remove(fip["id"])
         if old != port_id:
             self._fips_by_port.setdefault(port_id, []).append(fip["id"])
         fip.update(port_id=port_id, fixed_ip_address=address, router_id=router_id, status="ACTIVE")
 
-    def _fixed_ip_for(self, port: Record, wanted: Any) -> str:
-        v4 = [
-            e["ip_address"]
-            for e in port["fixed_ips"]
-            if ipaddress.ip_address(e["ip_address"]).version == 4
-        ]
+    def _fixed_ip_for(self, port: Record, wanted: Any) -> tuple[str, str]:
+        """(address, subnet) a floating IP on `port` stands for, with the checks and
+        wordings of Neutron's l3_db._internal_fip_assoc_data: the one IPv4 address asked
+        for, else the port's only IPv4 address (a dual-stack port has one of each)."""
+        prefix = "Bad floatingip request: "
         if wanted is not None:
-            if wanted not in v4:
-                raise bad_request(f"Port {port['id']} does not have fixed ip {wanted}.")
-            return str(wanted)
+            if ipaddress.ip_address(str(wanted)).version != 4:
+                raise bad_request(
+                    f"{prefix}Cannot process floating IP association with {wanted}, since "
+                    "that is not an IPv4 address."
+                )
+            found = [e for e in port["fixed_ips"] if e["ip_address"] == wanted]
+            if not found:
+                raise bad_request(f"{prefix}Port {port['id']} does not have fixed ip {wanted}.")
+            return str(wanted), str(found[0]["subnet_id"])
+        v4 = [e for e in port["fixed_ips"] if ipaddress.ip_address(e["ip_address"]).version == 4]
         if not v4:
             raise bad_request(
-                f"Bad floatingip request: Port {port['id']} does not have any IPv4 address."
+                f"{prefix}Cannot add floating IP to port {port['id']} that has no fixed IPv4 "
+                "addresses."
             )
-        return str(v4[0])
+        if len(v4) > 1:
+            raise bad_request(
+                f"{prefix}Port {port['id']} has multiple fixed IPv4 addresses.  Must provide a "
+                "specific IPv4 address when assigning a floating IP."
+            )
+        return str(v4[0]["ip_address"]), str(v4[0]["subnet_id"])
 
-    def _router_between(self, internal_network_id: str, external_network_id: str) -> str:
+    def _router_between(self, port: Record, subnet_id: str, external_network_id: str) -> str:
+        """A router with its gateway on the external network and an interface on the
+        subnet of the fixed IP (not merely on its network: Neutron's
+        get_router_for_floatingip joins on the interface's subnet)."""
         for router in self.routers:
             gateway = router["external_gateway_info"] or {}
             if gateway.get("network_id") != external_network_id:
                 continue
             if any(
-                p["network_id"] == internal_network_id for p in self.ports_of_device(router["id"])
+                e["subnet_id"] == subnet_id
+                for p in self.ports_of_device(router["id"])
+                if p["network_id"] == port["network_id"]
+                for e in p["fixed_ips"]
             ):
                 return str(router["id"])
         raise not_found(
-            f"External network {external_network_id} is not reachable from subnet on network "
-            f"{internal_network_id}.  Therefore, cannot associate Port with a Floating IP.",
+            f"External network {external_network_id} is not reachable from subnet {subnet_id}."
+            f"  Therefore, cannot associate Port {port['id']} with a Floating IP.",
             kind="ExternalGatewayForFloatingIPNotFound",
         )
 

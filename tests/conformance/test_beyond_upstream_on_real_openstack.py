@@ -371,6 +371,83 @@ def test_require_dual_stack_without_an_ipv6_subnet_writes_nothing(
     )
 
 
+def test_a_floating_ip_stands_for_the_ports_one_routed_ipv4_address(
+    real_cloud: RealCloud, dual_network: DualNetwork
+) -> None:
+    """What pyccm's floating IP on a dual-stack VIP port relies on, and the refusals the
+    simulator answers alike (tests/sim_openstack/test_floating_ips_on_dual_stack_ports.py)."""
+    net, network = dual_network, real_cloud.connection("ccm").network
+    public = real_cloud.seeded.external_network_id
+    unrouted = network.create_subnet(
+        network_id=net.network_id, ip_version=4, cidr="10.21.0.0/24", name="beyond-unrouted"
+    )
+    ports = {
+        name: network.create_port(
+            network_id=net.network_id, fixed_ips=[{"subnet_id": s} for s in subnets]
+        )
+        for name, subnets in {
+            "dual": (net.v6_subnet_id, net.v4_subnet_id),
+            "v6 only": (net.v6_subnet_id,),
+            "two v4": (net.v4_subnet_id, unrouted.id),
+            "unrouted": (unrouted.id,),
+        }.items()
+    }
+
+    def associate(port: str, fixed: str | None = None) -> tuple[int, Any]:
+        body = {"floating_network_id": public, "port_id": ports[port].id}
+        if fixed is not None:
+            body["fixed_ip_address"] = fixed
+        reply = network.post("/floatingips", json={"floatingip": body})
+        return reply.status_code, reply.json()
+
+    try:
+        (v6_address,) = [f["ip_address"] for f in ports["v6 only"].fixed_ips]
+        status, created = associate("dual")
+        assert status == 201
+        (ipv4,) = [
+            f["ip_address"] for f in ports["dual"].fixed_ips if f["subnet_id"] == net.v4_subnet_id
+        ]
+        assert created["floatingip"]["fixed_ip_address"] == ipv4
+        network.delete_ip(created["floatingip"]["id"])
+        answers = {
+            "no IPv4": associate("v6 only"),
+            "an IPv6 address": associate("v6 only", v6_address),
+            "two IPv4": associate("two v4"),
+            "unrouted": associate("unrouted"),
+        }
+    finally:
+        for port in ports.values():
+            network.delete_port(port)
+
+    bad = "Bad floatingip request: "
+    assert {
+        case: (status, body["NeutronError"]["message"]) for case, (status, body) in answers.items()
+    } == {
+        "no IPv4": (
+            400,
+            f"{bad}Cannot add floating IP to port {ports['v6 only'].id} that has no fixed IPv4 "
+            "addresses.",
+        ),
+        "an IPv6 address": (
+            400,
+            f"{bad}Cannot process floating IP association with {v6_address}, since that is "
+            "not an IPv4 address.",
+        ),
+        "two IPv4": (
+            400,
+            f"{bad}Port {ports['two v4'].id} has multiple fixed IPv4 addresses.  Must provide "
+            "a specific IPv4 address when assigning a floating IP.",
+        ),
+        "unrouted": (
+            404,
+            f"External network {public} is not reachable from subnet {unrouted.id}.  "
+            f"Therefore, cannot associate Port {ports['unrouted'].id} with a Floating IP.",
+        ),
+    }
+    assert answers["unrouted"][1]["NeutronError"]["type"] == "ExternalGatewayForFloatingIPNotFound"
+    assert list(network.ips(floating_network_id=public, port_id=ports["dual"].id)) == []
+
+
 # --- externalTrafficPolicy: Local ------------------------------------------------------------
 
 
