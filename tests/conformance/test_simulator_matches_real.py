@@ -335,3 +335,42 @@ def test_routes_over_the_router_route_quota_are_refused_with_the_same_answer(
         ), side.name
         router = side.call("network", "GET", path)[1]["router"]
         assert router["routes"] == before, side.name
+
+
+def test_a_rule_whose_ethertype_and_prefix_differ_is_refused_with_the_same_answer(
+    sides: tuple[Side, Side],
+) -> None:
+    # A dual-stack Service's group needs one rule per family (ethertype and prefix agreeing).
+    for side in sides:
+        status, answer = side.call(
+            "network", "POST", "/security-groups", {"security_group": {"name": "family-check"}}
+        )
+        assert status == 201, (side.name, answer)
+        group_id = answer["security_group"]["id"]
+        try:
+            rule = {
+                "security_group_id": group_id,
+                "direction": "ingress",
+                "protocol": "tcp",
+                "port_range_min": 30080,
+                "port_range_max": 30080,
+            }
+            for ethertype, prefix, wanted in (
+                ("IPv4", "fd00:10::/64", 400),
+                ("IPv6", "10.0.0.0/16", 400),
+                ("IPv6", "fd00:10::/64", 201),
+            ):
+                body = {
+                    "security_group_rule": rule
+                    | {"ethertype": ethertype, "remote_ip_prefix": prefix}
+                }
+                status, answer = side.call("network", "POST", "/security-group-rules", body)
+                assert status == wanted, (side.name, ethertype, prefix, answer)
+                if wanted == 400:
+                    error = answer["NeutronError"]
+                    assert error["type"] == "SecurityGroupRuleParameterConflict", side.name
+                    assert error["message"] == (
+                        f"Conflicting value ethertype {ethertype} for CIDR {prefix}"
+                    ), side.name
+        finally:
+            side.call("network", "DELETE", f"/security-groups/{group_id}")
