@@ -831,6 +831,24 @@ class Churn:
     def max_updates(self) -> int:
         return max(self.member_updates.values(), default=0)
 
+    def milestones(self) -> str:
+        """When the joining nodes were all initialized, the first member of the turnover
+        was created, and the last one created or deleted (polls, so to `--poll`)."""
+
+        def turned(p: Progress) -> bool:
+            created, deleted, to_create, to_delete = p.turnover
+            return created >= to_create and deleted >= to_delete
+
+        found = (
+            (
+                "every node initialized",
+                first_time(self.timeline, lambda p: p.initialized == p.nodes),
+            ),
+            ("first member created", first_time(self.timeline, lambda p: p.turnover[0] > 0)),
+            ("every member created and deleted", first_time(self.timeline, turned)),
+        )
+        return "; ".join(f"{what} at {at:.1f} s" for what, at in found)
+
 
 def node_churn(bench: Bench) -> Churn:
     settings, kube, cloud = bench.settings, bench.kube, bench.cloud
@@ -1553,7 +1571,8 @@ def _churn_section(run: Run, *, settings: Settings) -> list[str]:
         f"{churn.joined} servers added and {churn.joined} Nodes registered (uninitialized, "
         f"as kubelets register them), and {churn.left} Nodes deleted with their servers, "
         f"in about a second; {churn.seconds:.1f} s until every new node was initialized, "
-        "every pool held every eligible node and no other, and routes matched the nodes.",
+        "every pool held every eligible node and no other, and routes matched the nodes "
+        f"({churn.milestones()}).",
         "",
         "* member-update calls per pool (calls: pools): "
         + (", ".join(f"{k}: {v}" for k, v in sorted(spread.items())) or "none")
