@@ -495,10 +495,10 @@ class Octavia:
                 obj.get("vip_network_id")
             )
             subnet = self._neutron.subnets.get(str(subnet_id))
-            if subnet is None:
-                raise bad_request(f"Validation failure: Subnet {subnet_id} not found.")
-            if obj.get("vip_network_id") and obj["vip_network_id"] != subnet["network_id"]:
-                raise bad_request("Validation failure: vip_subnet_id is not on vip_network_id.")
+            network_id = obj.get("vip_network_id")
+            if subnet is None or (network_id and network_id != subnet["network_id"]):
+                # Octavia's InvalidSubresource, whether the subnet is missing or elsewhere.
+                raise bad_request(f"Subnet {subnet_id} not found.")
             fixed = {"subnet_id": subnet["id"]}
             if obj.get("vip_address"):
                 fixed["ip_address"] = str(obj["vip_address"])

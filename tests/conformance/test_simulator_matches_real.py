@@ -374,3 +374,34 @@ def test_a_rule_whose_ethertype_and_prefix_differ_is_refused_with_the_same_answe
                     ), side.name
         finally:
             side.call("network", "DELETE", f"/security-groups/{group_id}")
+
+
+def test_a_vip_subnet_that_is_not_on_the_vip_network_is_refused_with_the_same_answer(
+    sides: tuple[Side, Side],
+) -> None:
+    # pyccm sends a VIP network alone when it was asked for more specifically than the
+    # subnet (an annotation over cloud.conf's subnet-id): both together would be refused so.
+    missing = "3d9c1e0a-6b7a-4c52-9d0e-6f1f4c1b2a77"
+    for side in sides:
+        network = side.call("network", "POST", "/networks", {"network": {"name": "elsewhere"}})
+        assert network[0] == 201, (side.name, network[1])
+        network_id = network[1]["network"]["id"]
+        try:
+            subnet = {"network_id": network_id, "ip_version": 4, "cidr": "192.168.60.0/24"}
+            created = side.call("network", "POST", "/subnets", {"subnet": subnet})
+            assert created[0] == 201, (side.name, created[1])
+            elsewhere = created[1]["subnet"]["id"]
+            for vip in (
+                {"vip_network_id": side.network_id, "vip_subnet_id": elsewhere},
+                {"vip_network_id": side.network_id, "vip_subnet_id": missing},
+                {"vip_subnet_id": missing},
+            ):
+                body = {"loadbalancer": {"name": "vip-check", "provider": "amphora", **vip}}
+                status, answer = side.call("load_balancer", "POST", "/lbaas/loadbalancers", body)
+                assert status == 400, (side.name, vip, answer)
+                assert answer["faultstring"] == f"Subnet {vip['vip_subnet_id']} not found.", (
+                    side.name,
+                    answer,
+                )
+        finally:
+            side.call("network", "DELETE", f"/networks/{network_id}")

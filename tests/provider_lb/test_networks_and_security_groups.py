@@ -23,6 +23,7 @@ from tests.provider_lb.conftest import (
 )
 
 P = "loadbalancer.openstack.org/"
+INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
 
 
 def v6_nodes(count: int) -> list[Node]:
@@ -75,6 +76,31 @@ def test_without_a_configured_subnet_the_first_nodes_subnet_is_used(
 
     assert one(sim, "loadbalancer")["vip_subnet_id"] == sim.seeded.private_subnet_id
     assert {m["subnet_id"] for m in sim.resources("member")} == {sim.seeded.private_subnet_id}
+
+
+def test_a_network_by_annotation_gets_the_vip_on_its_own_subnet_not_the_configured_one(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    # cloud.conf's subnet-id is the nodes' subnet; the annotation puts the VIP elsewhere.
+    conn = sim.connection()
+    try:
+        network = conn.network.create_network(name="vip-net")
+        subnet = conn.network.create_subnet(
+            network_id=network.id, ip_version=4, cidr="192.168.50.0/24", name="vip-subnet"
+        )
+    finally:
+        conn.close()
+    lbs = make_lbs()
+    svc = with_annotations(service(), {P + "network-id": network.id, INTERNAL: "true"})
+
+    outcome = ensure(lbs, svc, nodes(2, sim=sim))
+
+    lb = one(sim, "loadbalancer")
+    assert (lb["vip_network_id"], lb["vip_subnet_id"]) == (network.id, subnet.id)
+    assert outcome.ingress[0].ip.startswith("192.168.50.")
+    # The members stay on the configured subnet, where the nodes are.
+    assert {m["subnet_id"] for m in sim.resources("member")} == {sim.seeded.private_subnet_id}
+    delete(lbs, with_annotations(svc, outcome.annotations_to_set))
 
 
 def test_serial_mode_creates_one_object_per_call_and_never_uses_the_batch_update(

@@ -209,6 +209,22 @@ def _first(*values: str) -> str:
     return next((v for v in values if v), "")
 
 
+def _vip_network_and_subnet(
+    networks: tuple[str, str, str], subnets: tuple[str, str, str]
+) -> tuple[str, str]:
+    """The VIP network and subnet, each from its most specific source (annotation, then
+    `[LoadBalancerClass]`, then `[LoadBalancer]`). A network asked for more specifically than
+    the subnet comes alone, and Octavia picks a subnet of it: the broader subnet (say
+    `cloud.conf`'s `subnet-id`, on the nodes' network) would not be on that network, and
+    Octavia refuses a subnet that is not on `vip_network_id` (upstream sends both, and fails)."""
+    network_level = next((i for i, v in enumerate(networks) if v), len(networks))
+    subnet_level = next((i for i, v in enumerate(subnets) if v), len(subnets))
+    network, subnet = _first(*networks), _first(*subnets)
+    if network and subnet_level > network_level:
+        subnet = ""
+    return network, subnet
+
+
 def _ip_version(service: Service) -> int:
     families = service.spec.ip_families
     return 6 if families and families[0] == "IPv6" else 4
@@ -373,8 +389,9 @@ class Resolver:
         lb_class = _lb_class(settings, ann)
         version = _ip_version(service)
         internal = settings.internal_lb or ann.boolean(a.INTERNAL, False)
-        vip_network = _first(ann.string(a.NETWORK_ID), lb_class.network_id, settings.network_id)
-        vip_subnet = _first(ann.string(a.SUBNET_ID), lb_class.subnet_id, settings.subnet_id)
+        networks = (ann.string(a.NETWORK_ID), lb_class.network_id, settings.network_id)
+        subnets = (ann.string(a.SUBNET_ID), lb_class.subnet_id, settings.subnet_id)
+        vip_network, vip_subnet = _vip_network_and_subnet(networks, subnets)
         member_subnet = _first(settings.subnet_id, vip_subnet)
         if lookups and not vip_network and not vip_subnet:
             vip_subnet = member_subnet = self._subnet_of_first_node(nodes, version)
