@@ -15,9 +15,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from pyccm.demo import child
-from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
-from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.settings import ProviderSettings
 
 
@@ -39,11 +38,7 @@ def openstack_on_sim(
     )
     conf = workdir / "cloud.conf"
     provider = ProviderSettings(cloud_config=conf, cloud_api_qps=500.0, cloud_api_burst=500)
-    settings = load_settings(conf, environ={})
-    client = build_client(
-        settings=settings, provider_settings=provider, registry=CollectorRegistry()
-    )
-    cloud = OpenStackCloud(client=client, settings=settings, provider_settings=provider)
+    cloud = create_cloud(settings=provider, registry=CollectorRegistry(), environ={})
     stack.callback(cloud.close)
     return cloud, url
 

@@ -595,19 +595,13 @@ def upstream_baseline(settings: Settings, *, services: int) -> Baseline:
 def _octavia(cloud_conf: Path) -> tuple[LoadBalancers, Callable[[], None]]:
     from prometheus_client import CollectorRegistry
 
-    from pyccm.provider.openstack.client import build_client
-    from pyccm.provider.openstack.cloud import OpenStackCloud
-    from pyccm.provider.openstack.config import load_settings
+    from pyccm.provider.openstack import create_cloud
     from pyccm.provider.settings import ProviderSettings
 
     provider_settings = ProviderSettings(
         cloud_config=cloud_conf, cluster_name="demo", cloud_api_qps=1e6, cloud_api_burst=10**6
     )
-    config = load_settings(cloud_conf, environ={})
-    client = build_client(
-        settings=config, provider_settings=provider_settings, registry=CollectorRegistry()
-    )
-    cloud = OpenStackCloud(client=client, settings=config, provider_settings=provider_settings)
+    cloud = create_cloud(settings=provider_settings, registry=CollectorRegistry(), environ={})
     lbs = cloud.load_balancers()
     assert lbs is not None
     return lbs, cloud.close

@@ -44,9 +44,7 @@ from pyccm.protocol.views import (
 )
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
-from pyccm.provider.openstack.client import build_client
-from pyccm.provider.openstack.cloud import OpenStackCloud
-from pyccm.provider.openstack.config import load_settings
+from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.features import parse_version_list
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.settings import ProviderSettings
@@ -85,11 +83,7 @@ def lbs(real_cloud: RealCloud, tmp_path: Path) -> Iterator[LoadBalancers]:
     provider_settings = ProviderSettings(
         cloud_config=path, cluster_name=CLUSTER, cloud_api_qps=1000.0, cloud_api_burst=1000
     )
-    settings = load_settings(path, environ={})
-    client = build_client(
-        settings=settings, provider_settings=provider_settings, registry=CollectorRegistry()
-    )
-    cloud = OpenStackCloud(client=client, settings=settings, provider_settings=provider_settings)
+    cloud = create_cloud(settings=provider_settings, registry=CollectorRegistry(), environ={})
     found = cloud.load_balancers()
     assert found is not None
     yield found

@@ -16,9 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from pyccm.provider.errors import OwnedByAnotherCluster
 from pyccm.provider.interface import LoadBalancers
-from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
-from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
 from tests.conformance.test_pagination_on_real_openstack import big_service, many_nodes, until_done
@@ -44,13 +43,7 @@ def make(real_cloud: RealCloud, tmp_path: Path) -> Iterator[Callable[[str], Load
             cloud_api_qps=1000.0,
             cloud_api_burst=1000,
         )
-        settings = load_settings(path, environ={})
-        client = build_client(
-            settings=settings, provider_settings=provider_settings, registry=CollectorRegistry()
-        )
-        cloud = OpenStackCloud(
-            client=client, settings=settings, provider_settings=provider_settings
-        )
+        cloud = create_cloud(settings=provider_settings, registry=CollectorRegistry(), environ={})
         clouds.append(cloud)
         lbs = cloud.load_balancers()
         assert lbs is not None

@@ -29,9 +29,8 @@ from pyccm.protocol.views import (
     ServiceSpec,
 )
 from pyccm.provider.errors import RetryAfter
-from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
-from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.resources import Server
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
@@ -50,11 +49,7 @@ def cloud(real_cloud: RealCloud, tmp_path: Path) -> Iterator[OpenStackCloud]:
     provider_settings = ProviderSettings(
         cloud_config=path, cluster_name="paging", cloud_api_qps=1000.0, cloud_api_burst=1000
     )
-    settings = load_settings(path, environ={})
-    client = build_client(
-        settings=settings, provider_settings=provider_settings, registry=CollectorRegistry()
-    )
-    built = OpenStackCloud(client=client, settings=settings, provider_settings=provider_settings)
+    built = create_cloud(settings=provider_settings, registry=CollectorRegistry(), environ={})
     yield built
     built.close()
 
