@@ -107,7 +107,12 @@ class Manager:
         if settings.serving.port:
             self._reviews = Reviews(client=KubeClient(settings=review_client_settings(settings)))
             gate = Gate(settings=settings.access, reviewer=self._reviews)
-            self._http = HttpServer(serving=settings.serving, checks=self._checks(), gate=gate)
+            self._http = HttpServer(
+                serving=settings.serving,
+                checks=self._checks(),
+                gate=gate,
+                worker_metrics=self.bus.worker_metrics,
+            )
         self._done = threading.Event()
         # Set when this manager starts letting its Lease go (SIGTERM) or has lost it: from
         # then on its writer sends nothing, so two managers never write at once.

@@ -34,6 +34,7 @@ from pyccm.manager import metrics
 from pyccm.manager.store import Cache, Channel
 from pyccm.protocol.addresses import ServerCurve, require_curve
 from pyccm.protocol.drops import DropLog
+from pyccm.protocol.exposition import REPORT_MAX_AGE
 from pyccm.protocol.mailbox import Mailbox
 from pyccm.protocol.messages import (
     PROTOCOL_VERSION,
@@ -54,6 +55,7 @@ from pyccm.protocol.messages import (
     Snapshot,
     Topic,
     WhoIs,
+    WorkerMetrics,
     decode,
     encode,
 )
@@ -138,6 +140,9 @@ class WorkerState:
     last_seen: float
     # Per channel (protocol.projections.channel).
     seqs: dict[str, int] = field(default_factory=dict)
+    # Its last metrics report (split mode) and when it came; "" when none.
+    exposition: str = ""
+    reported: float = 0.0
 
 
 class BusServer:
@@ -219,6 +224,16 @@ class BusServer:
     def workers(self) -> dict[str, WorkerState]:
         with self._lock:
             return dict(self._workers)
+
+    def worker_metrics(self) -> dict[str, str]:
+        """The recent metrics report of each worker that sends them (split mode)."""
+        oldest = time.monotonic() - REPORT_MAX_AGE
+        with self._lock:
+            return {
+                name: state.exposition
+                for name, state in self._workers.items()
+                if state.exposition and state.reported >= oldest
+            }
 
     # --- the bus thread --------------------------------------------------------------
 
@@ -317,6 +332,11 @@ class BusServer:
                 self.send(identity, Identity(session=self._session, cluster_id=self._cluster_id()))
             case Heartbeat(worker=name, seqs=seqs, session=session):
                 self._seen(name, session, seqs)
+            case WorkerMetrics(worker=name, session=session, exposition=exposition):
+                self._seen(name, session, None)
+                with self._lock:
+                    if (state := self._workers.get(name)) is not None:
+                        state.exposition, state.reported = exposition, time.monotonic()
             case Result():
                 self._seen(message.worker, message.session, None)
                 if self._serving.is_set():

@@ -6,7 +6,8 @@ heartbeats (better than upstream's always-passing pings). `/readyz` says whether
 can do its job now: caches synced and every expected worker connected (a standby is ready
 when it is healthy). `/metrics` is one scrape for the whole process tree: with
 `PROMETHEUS_MULTIPROC_DIR` set (supervisord sets it for every process) it aggregates every
-process's metrics. `?verbose` lists every check, as upstream.
+process's metrics; in split mode it adds each worker's last report over the bus, labelled
+`worker` (protocol/exposition.py). `?verbose` lists every check, as upstream.
 
 Every request passes the access gate first (access.py): the probes' paths are open, the
 rest needs a token or client certificate the API server vouches for. A refusal is a
@@ -30,11 +31,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import mark_process_dead
 
 from pyccm.manager.access import Gate, Verdict
 from pyccm.manager.serving import ServingSettings, server_context
+from pyccm.protocol import exposition
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +60,6 @@ def forget_dead_processes(directory: str) -> None:
             mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
         except PermissionError:
             continue
-
-
-def metrics_registry() -> CollectorRegistry:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return registry
-    return REGISTRY
 
 
 def render(checks: dict[str, Check], *, verbose: bool) -> tuple[int, str]:
@@ -134,8 +128,9 @@ class HttpServer:
         checks: Checks,
         gate: Gate,
         context: ssl.SSLContext | None = None,
+        worker_metrics: Callable[[], dict[str, str]] = dict,
     ) -> None:
-        registry = metrics_registry()
+        registry = exposition.local_registry()
 
         class Handler(BaseHTTPRequestHandler):
             # Seconds a connection may take for its handshake and each read.
@@ -160,7 +155,8 @@ class HttpServer:
                 if url.path == "/metrics":
                     if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
                         forget_dead_processes(directory)
-                    self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                    page = exposition.merge(exposition.render(registry), worker_metrics())
+                    self._send(200, page, CONTENT_TYPE_LATEST)
                 elif url.path in _HEALTH_PATHS:
                     table = checks.readyz if url.path == "/readyz" else checks.healthz
                     status, body = render(table, verbose=verbose)

@@ -141,6 +141,15 @@ class Identity(_Message, frozen=True, tag="identity"):
     cluster_id: str
 
 
+class WorkerMetrics(_Message, frozen=True, tag="metrics"):
+    """A worker's own metrics, in the Prometheus text format, every
+    `protocol.exposition.REPORT_INTERVAL` on a tcp:// bus: a split-mode worker's pod serves
+    no port, so the manager's `/metrics` carries them (labelled with `worker`)."""
+
+    worker: str
+    exposition: str
+
+
 # --- actions: what a worker asks the manager to write -----------------------------------
 
 
@@ -276,6 +285,7 @@ Message = (
     | Snapshot
     | WhoIs
     | Identity
+    | WorkerMetrics
     | Result
     | Ack
 )

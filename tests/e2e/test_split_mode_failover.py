@@ -21,11 +21,13 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
@@ -33,11 +35,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from pyccm.demo import World, simulators
 from pyccm.logs import parse_time
+from pyccm.protocol.exposition import REPORT_INTERVAL
 from tests.bus.conftest import free_port
 from tests.e2e.conftest import Kube, initialized, wait_for
 
@@ -99,14 +105,14 @@ class Split:
     def metrics(self) -> Path:
         return self.directory / "metrics"
 
-    def manager(self, name: str) -> tuple[Process, Endpoints]:
+    def manager(self, name: str, *, secure_port: int = 0) -> tuple[Process, Endpoints]:
         pub, router = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
         process = self._start(
             name,
             "manager",
             f"--kubeconfig={self.world.kubeconfig}",
             "--controllers=cloud-node",
-            "--secure-port=0",
+            f"--secure-port={secure_port}",
             *self.election,
             f"--bus-pub={pub}",
             f"--bus-router={router}",
@@ -115,7 +121,9 @@ class Split:
         )
         return process, (pub, router)
 
-    def worker(self, seeds: Endpoints) -> Process:
+    def worker(self, seeds: Endpoints, *, metrics: Path | None = None) -> Process:
+        """`metrics`: the worker's own PROMETHEUS_MULTIPROC_DIR (a pod of its own), else the
+        directory the managers share."""
         return self._start(
             "worker",
             "worker",
@@ -125,11 +133,12 @@ class Split:
             f"--bus-pub={seeds[0]}",
             f"--bus-router={seeds[1]}",
             f"--bus-curve-dir={self.keys / 'workers' / 'node'}",
+            metrics=metrics,
         )
 
-    def _start(self, name: str, *args: str) -> Process:
+    def _start(self, name: str, *args: str, metrics: Path | None = None) -> Process:
         log = self.directory / f"{name}.log"
-        env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(self.metrics))
+        env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(metrics or self.metrics))
         command = [sys.executable, "-m", "pyccm", *args, "--log-format=json"]
         command.append(f"--runtime-dir={self.directory / 'run' / name}")
         with open(log, "ab") as out:
@@ -379,6 +388,59 @@ def test_a_worker_behind_a_service_follows_a_sigterm_handover(world: World, kube
         # Through the Service again, then on to the new leader's advertised addresses.
         assert split.leader_changes() == 2
     print(f"\nSIGTERM handover: {failover}")
+
+
+def scrape(port: int, token: str) -> str:
+    """The manager's /metrics over HTTPS (its self-signed certificate is not checked)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        page: str = answer.read().decode()
+    return page
+
+
+def test_a_split_workers_own_metrics_are_in_the_managers_scrape(world: World, kube: Kube) -> None:
+    # The worker's pod serves no port and has its own metrics directory: what it measures
+    # reaches Prometheus through the manager's /metrics, labelled with its name.
+    token = yaml.safe_load(world.kubeconfig.read_text())["users"][0]["user"]["token"]
+    port = free_port()
+    with split_mode(world) as split:
+        manager, bus = split.manager("manager-m", secure_port=port)
+        became_leader(manager)
+        own = split.directory / "worker-metrics"
+        own.mkdir()
+        split.worker(bus, metrics=own)
+        wait_for(
+            lambda: initialized(kube, ["node-0000", "node-0001"]),
+            timeout=60,
+            what="the seeded nodes initialized",
+        )
+
+        def worker_calls() -> tuple[str, list[Sample]] | None:
+            """The scrape and the worker's cloud-call counters in it, once they are there."""
+            text = scrape(port, token)
+            calls = [
+                sample
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "openstack_api_requests_total"
+                and sample.labels.get("worker") == "cloud-node"
+            ]
+            return (text, calls) if calls else None
+
+        page, calls = wait_for(
+            worker_calls,
+            timeout=REPORT_INTERVAL + 30,
+            what="the worker's report in the manager's /metrics",
+        )
+    assert sum(s.value for s in calls) > 0
+    # One HELP line per family: the manager's and the worker's families were merged.
+    helps = [line.split()[2] for line in page.splitlines() if line.startswith("# HELP ")]
+    assert len(helps) == len(set(helps))
 
 
 def measure(runs: int, *, lease: str, kinds: str) -> None:

@@ -37,6 +37,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from pyccm.protocol.addresses import ClientCurve, require_curve
 from pyccm.protocol.drops import DropLog
+from pyccm.protocol.exposition import REPORT_INTERVAL, local_registry, render
 from pyccm.protocol.mailbox import Mailbox
 from pyccm.protocol.messages import (
     Ack,
@@ -58,6 +59,7 @@ from pyccm.protocol.messages import (
     Snapshot,
     Topic,
     WhoIs,
+    WorkerMetrics,
     decode,
     encode,
 )
@@ -233,6 +235,8 @@ class BusClient:
         self._link = self._open(self._seeds)
         self._ready.set()
         next_beat = 0.0
+        # The first report once the worker has been up a while (its first syncs counted).
+        next_report = time.monotonic() + REPORT_INTERVAL
         try:
             self._resnapshot(reason="start")
             while not self._stop.is_set() and self.fatal is None:
@@ -254,6 +258,9 @@ class BusClient:
                 if now >= next_beat:
                     self._beat()
                     next_beat = now + self._settings.heartbeat_interval
+                if self._reports_metrics and now >= next_report:
+                    self._report_metrics()
+                    next_report = now + REPORT_INTERVAL
                 self._check_liveness(now)
         finally:
             self._fail_pending("bus client stopped")
@@ -570,6 +577,18 @@ class BusClient:
         seqs = {self._channels[topic]: seq for topic, seq in self._seqs.items()}
         beat = Heartbeat(session=self._session, seqs=seqs, worker=self._worker)
         self._send(encode(beat))
+
+    @property
+    def _reports_metrics(self) -> bool:
+        """On a tcp:// bus the worker is in a pod of its own (split mode), whose metrics
+        nobody scrapes: it sends them to the manager, which serves them with its own."""
+        return self._settings.router_address.startswith("tcp://")
+
+    def _report_metrics(self) -> None:
+        report = WorkerMetrics(
+            session=self._session, worker=self._worker, exposition=render(local_registry())
+        )
+        self._send(encode(report))
 
     def _send_results(self) -> None:
         for result in self._outbox.drain():

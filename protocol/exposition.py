@@ -1,0 +1,75 @@
+"""Prometheus exposition shared by the manager's `/metrics` and the workers' metrics reports.
+
+In one pod (supervisord) every process writes its metrics to `PROMETHEUS_MULTIPROC_DIR` and
+one scrape of the manager reads them all. In split mode each worker runs in its own pod,
+which serves no port: the worker sends its own exposition over the bus (`WorkerMetrics`,
+every `REPORT_INTERVAL`) and the manager's `/metrics` merges the latest report of each worker
+into its own, every sample of a report labelled `worker="<name>"`. Families of the same
+name (the manager's and the workers', or two workers') become one family, so the page stays
+valid for Prometheus (one HELP and TYPE per name).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+
+from prometheus_client import REGISTRY, CollectorRegistry, Metric, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+
+# How often a worker on a tcp:// bus sends its metrics, and how old a report may get before
+# the manager leaves it out (a worker gone or moved to another manager).
+REPORT_INTERVAL = 15.0
+REPORT_MAX_AGE = 3 * REPORT_INTERVAL
+WORKER_LABEL = "worker"
+
+
+def local_registry() -> CollectorRegistry:
+    """This process's metrics: every process of the pod's through `PROMETHEUS_MULTIPROC_DIR`
+    when it is set, else the process's default registry."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return registry
+    return REGISTRY
+
+
+def render(registry: CollectorRegistry) -> str:
+    return generate_latest(registry).decode()
+
+
+class _Merged:
+    """One collection: the manager's families, then each worker report's, merged by name."""
+
+    def __init__(self, own: str, reports: Mapping[str, str]) -> None:
+        self._own = own
+        self._reports = reports
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        sources = [("", self._own), *sorted(self._reports.items())]
+        for worker, text in sources:
+            for family in text_string_to_metric_families(text):
+                samples = family.samples
+                if worker:
+                    samples = [
+                        s._replace(labels={**s.labels, WORKER_LABEL: worker}) for s in samples
+                    ]
+                into = merged.get(family.name)
+                if into is None or into.type != family.type:
+                    if into is not None:
+                        continue  # the same name with another type: the first one stands
+                    into = Metric(family.name, family.documentation, family.type, family.unit)
+                    merged[family.name] = into
+                into.samples.extend(samples)
+        yield from merged.values()
+
+
+def merge(own: str, reports: Mapping[str, str]) -> bytes:
+    """The manager's exposition `own` with each worker's report (name -> exposition)."""
+    if not reports:
+        return own.encode()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Merged(own, reports))
+    return generate_latest(registry)
