@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pyccm import selfsigned
 
 log = logging.getLogger(__name__)
 
@@ -154,39 +153,18 @@ def write_pair(directory: Path, cert_pem: bytes, key_pem: bytes) -> None:
 
 
 def self_signed(bind_address: str) -> tuple[bytes, bytes]:
-    """A one-year self-signed certificate and its key, PEM (upstream's alternate names)."""
-    key = ec.generate_private_key(ec.SECP256R1())
+    """A one-year self-signed certificate and its key, PEM (upstream's alternate names:
+    localhost, 127.0.0.1, the host's name and the bind address)."""
     now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"localhost@{int(now.timestamp())}")])
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName(_alternative_names(bind_address)), False)
-        # A CA of itself, so a client can trust exactly this certificate (--cacert).
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        certificate.public_bytes(serialization.Encoding.PEM),
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
+    return selfsigned.self_signed(
+        f"localhost@{int(now.timestamp())}",
+        _alternative_names(bind_address),
+        lifetime=datetime.timedelta(days=365),
     )
 
 
 def _alternative_names(bind_address: str) -> list[x509.GeneralName]:
-    names: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-    ]
+    names: list[x509.GeneralName] = []
     hostname = socket.gethostname()
     if hostname and hostname != "localhost":
         names.append(x509.DNSName(hostname))
@@ -194,7 +172,7 @@ def _alternative_names(bind_address: str) -> list[x509.GeneralName]:
         address = ipaddress.ip_address(bind_address)
     except ValueError:
         return names
-    if not address.is_unspecified and str(address) != "127.0.0.1":
+    if not address.is_unspecified:
         names.append(x509.IPAddress(address))
     return names
 

@@ -11,16 +11,12 @@ default: the Python client sends tokens over http and it is one less moving part
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from pyccm import selfsigned
 
 
 @dataclass(frozen=True)
@@ -39,37 +35,10 @@ class ServerCertificate:
 
 
 def self_signed(host: str) -> ServerCertificate:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pyccm-kube-sim")])
-    now = datetime.datetime.now(datetime.UTC)
-    alternative_names: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-    ]
-    try:
-        alternative_names.append(x509.IPAddress(ipaddress.ip_address(host)))
-    except ValueError:
-        alternative_names.append(x509.DNSName(host))
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+    cert_pem, key_pem = selfsigned.self_signed(
+        "pyccm-kube-sim", [selfsigned.host_name(host)], lifetime=datetime.timedelta(days=1)
     )
-    return ServerCertificate(
-        cert_pem=certificate.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
-    )
+    return ServerCertificate(cert_pem=cert_pem, key_pem=key_pem)
 
 
 def scratch_dir() -> Path:
