@@ -1787,6 +1787,8 @@ def main() -> int:
     # each, on the cold start's clock), as bench.service_scale does.
     os.environ["PYTHONFAULTHANDLER"] = "1"
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # Two glibc heaps per process, as the image (Containerfile) sets.
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     runs = []
     for index in range(args.runs):
         print(f"run {index + 1}/{args.runs}", flush=True)
