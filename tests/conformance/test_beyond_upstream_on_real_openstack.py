@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
 from pyccm.protocol.views import (
-    LoadBalancerStatus,
     Node,
     NodeAddress,
     NodeSpec,
@@ -40,10 +38,9 @@ from pyccm.protocol.views import (
     Service,
     ServicePort,
     ServiceSpec,
-    ServiceStatus,
 )
 from pyccm.provider.errors import CloudError
-from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
+from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.features import parse_version_list
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
@@ -51,6 +48,7 @@ from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
 from tests.conformance.test_pagination_on_real_openstack import until_done
 from tests.e2e.conftest import wait_for
+from tests.provider_lb.conftest import with_status
 
 pytestmark = pytest.mark.conformance
 
@@ -185,16 +183,6 @@ def dual_service(
         ip_families=families,
         ip_family_policy="RequireDualStack",
     )
-
-
-def with_status(service: Service, outcome: LoadBalancerOutcome) -> Service:
-    """The Service as the manager leaves it after an ensure: annotations and status."""
-    meta = msgspec.structs.replace(
-        service.metadata,
-        annotations={**service.metadata.annotations, **outcome.annotations_to_set},
-    )
-    status = ServiceStatus(load_balancer=LoadBalancerStatus(ingress=outcome.ingress))
-    return msgspec.structs.replace(service, metadata=meta, status=status)
 
 
 def lb_name(service: Service) -> str:

@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from pyccm.protocol.views import (
+    LoadBalancerStatus,
     Node,
     NodeAddress,
     NodeSpec,
@@ -27,6 +28,7 @@ from pyccm.protocol.views import (
     Service,
     ServicePort,
     ServiceSpec,
+    ServiceStatus,
 )
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
@@ -182,6 +184,13 @@ def with_annotations(svc: Service, extra: dict[str, str]) -> Service:
     """The Service as the manager leaves it after patching `extra` into its annotations."""
     meta = msgspec.structs.replace(svc.metadata, annotations={**svc.metadata.annotations, **extra})
     return msgspec.structs.replace(svc, metadata=meta)
+
+
+def with_status(svc: Service, outcome: LoadBalancerOutcome) -> Service:
+    """The Service as the manager leaves it after an ensure: annotations and status."""
+    patched = with_annotations(svc, outcome.annotations_to_set)
+    status = ServiceStatus(load_balancer=LoadBalancerStatus(ingress=outcome.ingress))
+    return msgspec.structs.replace(patched, status=status)
 
 
 def with_spec(svc: Service, **changes: Any) -> Service:

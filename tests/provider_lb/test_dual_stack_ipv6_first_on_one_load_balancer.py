@@ -7,14 +7,13 @@ test_beyond_upstream_on_real_openstack.py)."""
 from __future__ import annotations
 
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import MakeLbs, delete, ensure
+from tests.provider_lb.conftest import MakeLbs, delete, ensure, with_status
 from tests.provider_lb.test_dual_stack_services import (
     assert_nothing_left,
     dual_nodes,
     dual_service,
     lbs_at,
     openstack_sim,
-    with_status,
 )
 
 __all__ = ["openstack_sim"]  # this module's tenant network is dual-stack too

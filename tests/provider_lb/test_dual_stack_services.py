@@ -13,14 +13,12 @@ import msgspec
 import pytest
 
 from pyccm.protocol.views import (
-    LoadBalancerStatus,
     Node,
     NodeAddress,
     NodeStatus,
     Service,
-    ServiceStatus,
 )
-from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
+from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from pyccm.sim.scenario import node_internal_ipv6
 from tests.provider_lb.conftest import (
@@ -30,8 +28,8 @@ from tests.provider_lb.conftest import (
     ensure,
     nodes,
     service,
-    with_annotations,
     with_spec,
+    with_status,
 )
 
 CLUSTER_ID = "11111111-2222-3333-4444-555555555555"
@@ -85,13 +83,6 @@ def members_of(sim: OpenStackSimHandle, lb: dict[str, Any]) -> list[tuple[str, s
 
 def family(address: str) -> int:
     return ipaddress.ip_address(address).version
-
-
-def with_status(svc: Service, outcome: LoadBalancerOutcome) -> Service:
-    """The Service as the manager leaves it after the ensure: annotations and status."""
-    patched = with_annotations(svc, outcome.annotations_to_set)
-    status = ServiceStatus(load_balancer=LoadBalancerStatus(ingress=outcome.ingress))
-    return msgspec.structs.replace(patched, status=status)
 
 
 def assert_nothing_left(sim: OpenStackSimHandle) -> None:

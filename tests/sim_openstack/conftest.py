@@ -46,6 +46,28 @@ def conn(sim: OpenStackSimHandle, session_conn: Any) -> Any:
     return session_conn
 
 
+@pytest.fixture(scope="session")
+def session_dual_sim() -> Iterator[OpenStackSimHandle]:
+    """A second simulator whose tenant network is dual-stack (an IPv6 subnet, and an IPv6
+    fixed IP on every node port), for the modules that need one."""
+    with running_openstack_sim(seed_nodes=2, provisioning_delay_s=0.0, dual_stack=True) as sim:
+        yield sim
+
+
+@pytest.fixture
+def dual(session_dual_sim: OpenStackSimHandle) -> OpenStackSimHandle:
+    session_dual_sim.reset()
+    session_dual_sim.set_knobs(provisioning_delay_s=0.0)
+    return session_dual_sim
+
+
+@pytest.fixture
+def dual_conn(dual: OpenStackSimHandle) -> Iterator[Any]:
+    connection = dual.connection()
+    yield connection
+    connection.close()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """openstacksdk 4.x itself emits PendingDeprecationWarnings on ordinary calls (an unused
     `service_type` argument, InfluxDB metrics config); pyproject only filters its

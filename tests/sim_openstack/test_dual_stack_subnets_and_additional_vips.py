@@ -4,28 +4,18 @@ Octavia refuses them (below 2.26, on another network, twice on one subnet)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import node_internal_ip, node_internal_ipv6
 
 
-@pytest.fixture(scope="module")
-def dual() -> Iterator[OpenStackSimHandle]:
-    with running_openstack_sim(seed_nodes=2, provisioning_delay_s=0.0, dual_stack=True) as sim:
-        yield sim
-
-
 @pytest.fixture
-def conn(dual: OpenStackSimHandle) -> Iterator[Any]:
-    dual.reset()
-    dual.set_knobs(provisioning_delay_s=0.0)
-    connection = dual.connection()
-    yield connection
-    connection.close()
+def conn(dual_conn: Any) -> Any:
+    """This module's connection is to the dual-stack simulator (conftest.py)."""
+    return dual_conn
 
 
 def create(conn: Any, **body: Any) -> Any:

@@ -7,26 +7,17 @@ network."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
-
-
-@pytest.fixture(scope="module")
-def dual() -> Iterator[OpenStackSimHandle]:
-    with running_openstack_sim(seed_nodes=1, provisioning_delay_s=0.0, dual_stack=True) as sim:
-        yield sim
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 
 
 @pytest.fixture
-def conn(dual: OpenStackSimHandle) -> Iterator[Any]:
-    dual.reset()
-    connection = dual.connection()
-    yield connection
-    connection.close()
+def conn(dual_conn: Any) -> Any:
+    """This module's connection is to the dual-stack simulator (conftest.py)."""
+    return dual_conn
 
 
 def port_on(conn: Any, network_id: str, *subnets: str) -> Any:
