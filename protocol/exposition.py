@@ -57,11 +57,11 @@ class _Merged:
                         s._replace(labels={**s.labels, WORKER_LABEL: worker}) for s in samples
                     ]
                 into = merged.get(family.name)
-                if into is None or into.type != family.type:
-                    if into is not None:
-                        continue  # the same name with another type: the first one stands
+                if into is None:
                     into = Metric(family.name, family.documentation, family.type, family.unit)
                     merged[family.name] = into
+                elif into.type != family.type:
+                    continue  # the same name with another type: the first one stands
                 into.samples.extend(samples)
         yield from merged.values()
 

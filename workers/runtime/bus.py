@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 import zmq
-from prometheus_client import Counter
+from prometheus_client import CollectorRegistry, Counter
 from zmq.utils.monitor import recv_monitor_message
 
 from pyccm.protocol.addresses import ClientCurve, require_curve
@@ -235,7 +235,11 @@ class BusClient:
         self._link = self._open(self._seeds)
         self._ready.set()
         next_beat = 0.0
-        # The first report once the worker has been up a while (its first syncs counted).
+        # On a tcp:// bus the worker is in a pod of its own (split mode), whose metrics nobody
+        # scrapes: it sends them to the manager, which serves them with its own; the first
+        # report once it has been up a while (its first syncs counted).
+        tcp = self._settings.router_address.startswith("tcp://")
+        reported = local_registry() if tcp else None
         next_report = time.monotonic() + REPORT_INTERVAL
         try:
             self._resnapshot(reason="start")
@@ -258,8 +262,8 @@ class BusClient:
                 if now >= next_beat:
                     self._beat()
                     next_beat = now + self._settings.heartbeat_interval
-                if self._reports_metrics and now >= next_report:
-                    self._report_metrics()
+                if reported is not None and now >= next_report:
+                    self._report_metrics(reported)
                     next_report = now + REPORT_INTERVAL
                 self._check_liveness(now)
         finally:
@@ -578,17 +582,11 @@ class BusClient:
         beat = Heartbeat(session=self._session, seqs=seqs, worker=self._worker)
         self._send(encode(beat))
 
-    @property
-    def _reports_metrics(self) -> bool:
-        """On a tcp:// bus the worker is in a pod of its own (split mode), whose metrics
-        nobody scrapes: it sends them to the manager, which serves them with its own."""
-        return self._settings.router_address.startswith("tcp://")
-
-    def _report_metrics(self) -> None:
-        report = WorkerMetrics(
-            session=self._session, worker=self._worker, exposition=render(local_registry())
+    def _report_metrics(self, registry: CollectorRegistry) -> None:
+        exposition = render(registry)
+        self._send(
+            encode(WorkerMetrics(session=self._session, worker=self._worker, exposition=exposition))
         )
-        self._send(encode(report))
 
     def _send_results(self) -> None:
         for result in self._outbox.drain():
