@@ -696,7 +696,14 @@ class Neutron:
         for, else the port's only IPv4 address (a dual-stack port has one of each)."""
         prefix = "Bad floatingip request: "
         if wanted is not None:
-            if ipaddress.ip_address(str(wanted)).version != 4:
+            try:
+                version = ipaddress.ip_address(str(wanted)).version
+            except ValueError:
+                raise bad_request(
+                    f"Invalid input for fixed_ip_address. Reason: '{wanted}' is not a valid IP "
+                    "address."
+                ) from None
+            if version != 4:
                 raise bad_request(
                     f"{prefix}Cannot process floating IP association with {wanted}, since "
                     "that is not an IPv4 address."

@@ -396,6 +396,7 @@ def test_a_floating_ip_stands_for_the_ports_one_routed_ipv4_address(
             "an IPv6 address": associate("v6 only", v6_address),
             "two IPv4": associate("two v4"),
             "unrouted": associate("unrouted"),
+            "not an address": associate("two v4", "10.0.0.999"),
         }
     finally:
         for port in ports.values():
@@ -424,6 +425,10 @@ def test_a_floating_ip_stands_for_the_ports_one_routed_ipv4_address(
             404,
             f"External network {public} is not reachable from subnet {unrouted.id}.  "
             f"Therefore, cannot associate Port {ports['unrouted'].id} with a Floating IP.",
+        ),
+        "not an address": (
+            400,
+            "Invalid input for fixed_ip_address. Reason: '10.0.0.999' is not a valid IP address.",
         ),
     }
     assert answers["unrouted"][1]["NeutronError"]["type"] == "ExternalGatewayForFloatingIPNotFound"

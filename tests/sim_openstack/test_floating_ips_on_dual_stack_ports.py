@@ -69,6 +69,7 @@ def test_refused_as_neutron_refuses_it(dual: OpenStackSimHandle, conn: Any) -> N
         "an IPv6 address": associate(dual, conn, v6_only, v6_address),
         "two IPv4": associate(dual, conn, two_v4),
         "unrouted": associate(dual, conn, behind_no_router),
+        "not an address": associate(dual, conn, two_v4, "10.0.0.999"),
     }
 
     assert {case: status for case, (status, _) in answers.items()} == {
@@ -76,6 +77,7 @@ def test_refused_as_neutron_refuses_it(dual: OpenStackSimHandle, conn: Any) -> N
         "an IPv6 address": 400,
         "two IPv4": 400,
         "unrouted": 404,
+        "not an address": 400,
     }
     messages = {case: body["NeutronError"]["message"] for case, (_, body) in answers.items()}
     assert messages["no IPv4"] == (
@@ -94,6 +96,9 @@ def test_refused_as_neutron_refuses_it(dual: OpenStackSimHandle, conn: Any) -> N
         f"External network {seeded.public_network_id} is not reachable from subnet "
         f"{unrouted.id}.  Therefore, cannot associate Port {behind_no_router.id} with a "
         "Floating IP."
+    )
+    assert messages["not an address"] == (
+        "Invalid input for fixed_ip_address. Reason: '10.0.0.999' is not a valid IP address."
     )
     assert answers["unrouted"][1]["NeutronError"]["type"] == "ExternalGatewayForFloatingIPNotFound"
     assert dual.resources("floatingip") == []
