@@ -1,7 +1,6 @@
 """The built wheel installs one import name, `pyccm`, and works from a fresh environment.
 
-The repository keeps its folders where the design puts them (manager/, workers/, ...) and
-pyccm/ links to them; the wheel must map them under `pyccm.` and ship nothing else, or
+Every layer lives inside pyccm/ (manager/, workers/, ...); the wheel must ship nothing else, or
 `protocol`, `manager`, `sim`, ... become top-level names in site-packages and collide with
 other distributions. So: build the wheel from the checkout, install it with its locked
 runtime dependencies into a new virtual environment (no system site-packages), and use
