@@ -9,6 +9,7 @@ the seeded scenario, so member addresses are the simulated servers' addresses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
+from pyccm.protocol.messages import RecordEvent
 from pyccm.protocol.views import (
     LoadBalancerStatus,
     Node,
@@ -40,6 +42,7 @@ from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.calllog import Call, Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from pyccm.sim.scenario import seed_node
+from pyccm.workers.runtime.controller import SyncFailed
 
 SEED_NODES = 12
 T = TypeVar("T")
@@ -224,6 +227,27 @@ def ensure(lbs: LoadBalancers, svc: Service, node_list: list[Node]) -> LoadBalan
 
 def delete(lbs: LoadBalancers, svc: Service) -> None:
     converge(lambda: lbs.ensure_deleted(service=svc))
+
+
+def settle(
+    sync: Callable[[], object], *, timeout: float = 30.0, pause: float = 0.0
+) -> tuple[RecordEvent, ...]:
+    """Repeat a service controller's `sync` while the provider asks to be called again, as
+    the worker's requeues would (`pause` s apart: a real Octavia needs time to go ACTIVE);
+    the Warning events of the sync that failed, () when it succeeded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sync()
+            return ()
+        except SyncFailed as failed:
+            return tuple(
+                a for a in failed.actions if isinstance(a, RecordEvent) and a.type == "Warning"
+            )
+        except RetryAfter as later:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not settled within {timeout:.0f}s: {later}") from later
+            time.sleep(pause)
 
 
 # --- reading the simulator ------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from tests.provider_lb.conftest import (
     one,
     service,
     with_annotations,
+    writes,
 )
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
@@ -89,9 +90,12 @@ def test_max_shared_lb_is_enforced(sim: OpenStackSimHandle, make_lbs: MakeLbs) -
         "c", ports=((9090, 31090, "TCP"),), annotations={LB_ID: first.metadata.annotations[LB_ID]}
     )
 
+    mark = sim.mark()
+
     with pytest.raises(CloudError, match="already shared by 2 Services"):
         ensure(lbs, third, nodes(1))
     assert len(sim.resources("listener")) == 2
+    assert writes(sim, mark) == []
 
 
 def test_an_internal_service_cannot_share(sim: OpenStackSimHandle, lbs: LoadBalancers) -> None:
@@ -105,8 +109,12 @@ def test_an_internal_service_cannot_share(sim: OpenStackSimHandle, lbs: LoadBala
         },
     )
 
+    mark = sim.mark()
+
     with pytest.raises(CloudError, match="internal Service cannot share"):
         ensure(lbs, internal, nodes(1))
+    assert one(sim, "loadbalancer")["tags"] == [A]
+    assert writes(sim, mark) == []
 
 
 def test_a_port_used_by_another_service_is_refused(

@@ -68,7 +68,7 @@ from pyccm.provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_serv
 from pyccm.provider.openstack.loadbalancer.orphans import Inventory
 from pyccm.provider.openstack.loadbalancer.plan import DryRunClient, planned_changes
 from pyccm.provider.openstack.loadbalancer.reconcile import Reconciler
-from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
+from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalancer
 from pyccm.provider.openstack.loadbalancer.security_groups import SecurityGroups
 from pyccm.provider.openstack.loadbalancer.service_config import Resolver, ServiceConfig
 from pyccm.provider.openstack.loadbalancer.verified import Verified
@@ -192,11 +192,12 @@ class OctaviaLoadBalancers:
         started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs, found)
         reconciler = self._reconciler(lb.id, cfg, events)
-        if not owner:
-            self._join_shared(cfg, lb, reconciler)
+        listeners = None if owner else self._join_shared(cfg, lb, specs, reconciler)
         fresh = self._just_created(lb, specs)
         if not fresh:
-            self._reconcile(cfg, lb, specs, reconciler, owner=owner, started=started)
+            self._reconcile(
+                cfg, lb, specs, reconciler, owner=owner, started=started, current=listeners
+            )
         if owner:
             self._claim(cfg, lb, reconciler)
         return lb, self._addresses(cfg, lb, owner=owner, events=events, fresh=fresh)
@@ -379,13 +380,15 @@ class OctaviaLoadBalancers:
         *,
         owner: bool,
         started: float,
+        current: Sequence[Listener] | None = None,
     ) -> None:
         """The listeners and what hangs off them, read and compared unless `lb` has not
-        changed since they last matched these specs (`verified.py`)."""
+        changed since they last matched these specs (`verified.py`). `current`: its
+        listeners, when this sync has just read them."""
         key, print_ = (lb.id, cfg.name), fingerprint(specs)
         if self._verified.unchanged(key, lb, print_):
             return
-        reconciler.listeners(specs, owner=owner)
+        reconciler.listeners(specs, owner=owner, current=current)
         if not reconciler.wrote:
             self._verified.record(key, lb, print_, started=started)
 
@@ -455,9 +458,20 @@ class OctaviaLoadBalancers:
         return vip
 
     # --- shared load balancers -------------------------------------------------------------------
-    def _join_shared(self, cfg: ServiceConfig, lb: LoadBalancer, reconciler: Reconciler) -> None:
-        """Checks, then tags the load balancer with this Service *before* adding listeners,
-        so its owner's deletion sees it is shared even if this sync stops half-way."""
+    def _join_shared(
+        self,
+        cfg: ServiceConfig,
+        lb: LoadBalancer,
+        specs: Sequence[ListenerSpec],
+        reconciler: Reconciler,
+    ) -> list[Listener] | None:
+        """A Service using a load balancer it does not own (`load-balancer-id`). One that
+        has not joined it yet is checked for every reason to refuse it, by reads only,
+        before its first write, so a refused Service leaves the load balancer as it was
+        (no tag taking a `max-shared-lb` slot or keeping the owner's deletion from deleting
+        it, no listener, no pool). Then its tag goes on *before* its listeners, so the
+        owner's deletion sees the load balancer is shared even if a later sync stops
+        half-way. Returns the listeners read for the checks (None when none were)."""
         if not cfg.features.tags:
             raise CloudError(
                 "sharing a load balancer needs Octavia tags (API 2.5)", retryable=False
@@ -465,7 +479,7 @@ class OctaviaLoadBalancers:
         if cfg.internal:
             raise CloudError("internal Service cannot share a load balancer", retryable=False)
         if cfg.name in lb.tags:
-            return
+            return None
         users = [t for t in lb.tags if is_service_tag(t)]
         if len(users) >= cfg.max_shared_lb:
             raise CloudError(
@@ -473,9 +487,15 @@ class OctaviaLoadBalancers:
                 f"(max-shared-lb = {cfg.max_shared_lb})",
                 retryable=False,
             )
+        listeners = self._api.listeners(lb.id)
+        reconciler.check_conflicts(specs, listeners, owner=False)
+        # Its address: only the owner adds a floating IP, so one the load balancer lacks
+        # refuses the Service. For a Service that is not the owner this only reads.
+        self._addresses(cfg, lb, owner=False, events=a.Events(), fresh=False)
         reconciler.write(
             partial(self._api.update_lb_tags, lb.id, [*(t for t in lb.tags if t), cfg.name])
         )
+        return listeners
 
     def _leave_shared(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
         """Remove this Service's listeners (and pools) and its tag; the LB stays."""

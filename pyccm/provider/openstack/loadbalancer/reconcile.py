@@ -66,9 +66,17 @@ class Reconciler:
         return self._wrote
 
     # --- whole Service (ensure) ------------------------------------------------------------------
-    def listeners(self, specs: Sequence[ListenerSpec], *, owner: bool) -> None:
-        current = self._api.listeners(self._lb_id)
-        self._check_conflicts(specs, current, owner=owner)
+    def listeners(
+        self,
+        specs: Sequence[ListenerSpec],
+        *,
+        owner: bool,
+        current: Sequence[Listener] | None = None,
+    ) -> None:
+        """`current`: the load balancer's listeners when this sync has just read them."""
+        if current is None:
+            current = self._api.listeners(self._lb_id)
+        self.check_conflicts(specs, current, owner=owner)
         wanted = {spec.key for spec in specs}
         pools = self._api.pools(self._lb_id)
         # Leftovers go first: Octavia refuses two listeners on one port, so a protocol
@@ -250,9 +258,10 @@ class Reconciler:
         """Tagged with this Service's name, or an untagged listener of its own LB."""
         return self._cfg.name in listener.tags or (owner and not listener.tags)
 
-    def _check_conflicts(
+    def check_conflicts(
         self, specs: Sequence[ListenerSpec], current: Sequence[Listener], *, owner: bool
     ) -> None:
+        """Refuses a port another Service's listener already serves (upstream's wording)."""
         wanted = {spec.key for spec in specs}
         for listener in current:
             if _key(listener) in wanted and not self._is_ours(listener, owner=owner):
