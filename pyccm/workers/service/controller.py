@@ -2,33 +2,42 @@
 
 Upstream runs Service syncs on one queue and node-driven backend updates on another, so
 an `UpdateLoadBalancer` can race an `EnsureLoadBalancer` or a delete of the same Service.
-Here there is one queue of Service keys. A node change that alters the backend set
-enqueues the Services this controller has synced, and `sync(key)` decides, level-
-triggered, what that one Service needs now:
+Here there is one queue, of three kinds of key, each with one owner:
 
-* gone, switched away from LoadBalancer, or being deleted → delete the LB, drop the
-  finalizer (the delete branch);
-* its `needsUpdate` fields changed since the last successful ensure, or a drift resync
-  is due, or it was never ensured by this process → EnsureLoadBalancer (finalizer first);
-* only the backend set changed → UpdateLoadBalancer (members only);
-* nothing → nothing, with no cloud call.
+* `namespace/name` (possibly `Later`): a Service. `decision.decide` says what it needs
+  now, from the replica's copy, what this process last did (`ledger.Ledger`) and the
+  claim (classes, shard); this module does it: delete, ensure (finalizer first), update
+  the members only, or nothing, with no cloud call;
+* `@nodes`: the node sweep (`sweep.NodeSweep`), which enqueues the Services whose
+  members a burst of node changes moved;
+* `@orphans`: the orphan scan (`orphans.OrphanScan`), which returns its Warning events.
 
-The queue guarantees one sync per key at a time, so the three never overlap. A load
-balancer still provisioning makes the provider raise `RetryAfter`; the key comes back
+The queue guarantees one sync per key at a time, so nothing on one Service overlaps. A
+load balancer still provisioning makes the provider raise `RetryAfter`; the key comes back
 after that delay and no thread waits for Octavia.
 
-Writes go through the manager: the finalizer is committed (and acked) before the first
-cloud call, and the status, annotations and events of a finished sync are committed
-before the sync records what it has done, so a failed write is retried, never forgotten.
+How a Service sync honours the runtime's contract (`workers/runtime/controller.py`: a
+sync returns the actions the manager should apply): it returns what it has to say, and
+commits through `commit` itself only a write that what it does next depends on, and
+only in two places:
+
+* the finalizer, committed and acked **before the first cloud call**: upstream's order,
+  so a Service deleted from then on cannot leak its load balancer;
+* a finished step's writes (status, annotations, events; the cleanup's finalizer
+  removal), committed **before the step is recorded as done**, since the runtime does
+  not tell a controller whether the writes it returned landed: a write the manager could
+  not apply fails the sync (retried), and is never forgotten as done.
+
+Everything else is returned: the events of a vanished Service's deletion, the orphan
+scan's, the Warnings of a failure (on `SyncFailed`). A sync that ends in `RetryAfter`
+(which carries no actions) commits what it still holds first.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 
 import msgspec
 from prometheus_client import Counter, Histogram
@@ -40,49 +49,35 @@ from pyccm.protocol.messages import (
     FailureKind,
     PatchServiceAnnotations,
     PatchServiceStatus,
-    RecordEvent,
     Topic,
 )
-from pyccm.protocol.projections import wants_load_balancer
-from pyccm.protocol.views import Node, Service
-from pyccm.provider.errors import (
-    ImplementedElsewhere,
-    OwnedByAnotherCluster,
-    ProviderError,
-    RetryAfter,
-)
-from pyccm.provider.interface import LoadBalancers, NodeSelector, ProviderEvent, selects
+from pyccm.protocol.views import Service
+from pyccm.provider.errors import ImplementedElsewhere, RetryAfter
+from pyccm.provider.interface import LoadBalancers
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
 from pyccm.workers.runtime.commit import needs_retry
-from pyccm.workers.runtime.controller import Later, Obj, Periodic, SyncFailed, service_ref
+from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed
 from pyccm.workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
-from pyccm.workers.service import orphans
-from pyccm.workers.service.orphans import ORPHANS
-from pyccm.workers.service.policy import (
-    FINALIZER,
-    BackendId,
-    Shard,
-    backend_id,
-    is_backend,
-    needs_cleanup,
+from pyccm.workers.service import events
+from pyccm.workers.service.decision import (
+    Claim,
+    Converged,
+    Delete,
+    Ensure,
+    members_moved,
+    service_keys,
     spec_print,
 )
+from pyccm.workers.service.decision import decide as decide_service
+from pyccm.workers.service.events import COMPONENT
+from pyccm.workers.service.ledger import Ledger
+from pyccm.workers.service.orphans import ORPHANS, OrphanScan
+from pyccm.workers.service.policy import FINALIZER, BackendId, Shard
+from pyccm.workers.service.sweep import NODE_BURST_MAX, NODE_QUIET, SWEEP, Backends, NodeSweep
 
-log = logging.getLogger(__name__)
-
-COMPONENT = "service-controller"
-# The queue key of a node-driven sweep (never a Service key: those hold a "/").
-SWEEP = "@nodes"
-# Upstream lists at most this many node names in an event.
-EVENT_NODE_NAMES = 20
-# A sweep waits until no backend node has changed for this long (nodes joining or leaving
-# together arrive over a second or two, with their initialization writes), so that a
-# burst costs each load balancer one member update, not one per arrival...
-NODE_QUIET = 1.0
-# ...but never longer than this after the first change, so that steady churn still
-# reaches the load balancers.
-NODE_BURST_MAX = 10.0
+# The sweep's key and timings, where callers found them before the sweep had a module.
+__all__ = ["NODE_BURST_MAX", "NODE_QUIET", "SWEEP", "ServiceController", "ServiceSettings"]
 
 _LATENCY_BUCKETS = tuple(2.0**i for i in range(15))  # 1 s ... 16384 s, as upstream
 LB_SYNCS = Counter(
@@ -121,54 +116,6 @@ class ServiceSettings:
     orphan_scan_period: float = 0.0
 
 
-@dataclass(frozen=True)
-class Synced:
-    """What this process last did for a Service: the copy it acted on (to delete its load
-    balancer if the Service vanishes without a finalizer or comes back with a new UID),
-    the `needsUpdate` print of its last successful ensure (None: ensure again) and the
-    backends the load balancer was last given: those of the backend set that pass the
-    Service's node selector (the whole set, the same object, without one)."""
-
-    service: Service
-    spec: tuple[object, ...] | None
-    backends: frozenset[BackendId]
-
-
-@dataclass(frozen=True)
-class Backends:
-    nodes: tuple[Node, ...]
-    ids: frozenset[BackendId]
-    # The backend version this set was computed at.
-    version: int = 0
-
-
-@dataclass
-class Selections:
-    """The backends each node selector picks from the backend set of one version,
-    computed once per selector, and kept as the same object as the previous version's
-    while the selection does not change, so that the sweep passes unchanged Services by
-    on identity."""
-
-    version: int = -1
-    current: dict[NodeSelector, frozenset[BackendId]] = field(default_factory=dict)
-    previous: dict[NodeSelector, frozenset[BackendId]] = field(default_factory=dict)
-
-    def get(self, version: int, selector: NodeSelector) -> frozenset[BackendId] | None:
-        return self.current.get(selector) if version == self.version else None
-
-    def put(
-        self, version: int, selector: NodeSelector, picked: frozenset[BackendId]
-    ) -> frozenset[BackendId]:
-        if version < self.version:
-            return picked  # a sync still on an older set: the cache stays on the newer one
-        if version > self.version:
-            self.version, self.previous, self.current = version, self.current, {}
-        before = self.previous.get(selector)
-        if before is not None and before == picked:
-            picked = before
-        return self.current.setdefault(selector, picked)
-
-
 class ServiceController:
     queue_name = "service"
     topics: tuple[Topic, ...] = (Topic.NODE, Topic.SERVICE)
@@ -184,28 +131,26 @@ class ServiceController:
         clock: Clock = MONOTONIC,
     ) -> None:
         self.name = "service" + settings.shard.suffix
-        self._clock = clock
         self._replica = replica
         self._lbs = load_balancers
         self._commit = commit
         self._settings = settings
-        self._lock = threading.Lock()
-        self._synced: dict[str, Synced] = {}
-        self._resync_due: set[str] = set()
-        # Services whose cleanup landed (key -> uid): a re-run before the watch shows the
-        # finalizer gone must not call the cloud again.
-        self._cleaned: dict[str, str] = {}
-        # The backend node set, recomputed only after a node change that can alter it.
-        self._backends_version = 0
-        self._backends: tuple[int, Backends] | None = None
-        self._selections = Selections()
-        # When the last backend change arrived, and when the first one not swept yet did
-        # (None: no sweep is queued, the next change queues one); how many sweeps ran.
-        self._node_changed_at = 0.0
-        self._sweep_due: float | None = None
-        self._sweeps = 0
-        # Set by `periodics` (the runner calls it before any sync): how the sweep enqueues.
-        self._enqueue: Callable[[str], None] = _unstarted
+        self._claim = Claim(classes=settings.classes, shard=settings.shard)
+        self._ledger = Ledger()
+        self._nodes = NodeSweep(
+            replica=replica,
+            ledger=self._ledger,
+            clock=clock,
+            owned=self._owned_services,
+            selector_of=lambda service: load_balancers.node_selector(service=service),
+        )
+        self._orphans = OrphanScan(
+            load_balancers=load_balancers,
+            replica=replica,
+            period=settings.orphan_scan_period,
+            scanning=settings.shard.index == 0,
+            component=COMPONENT,
+        )
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return service_controller_rate_limiter()
@@ -215,82 +160,24 @@ class ServiceController:
         """The Services' load-balancer classes this controller claims."""
         return self._settings.classes
 
-    # --- what enqueues a Service ------------------------------------------------------
+    # --- what enqueues a key ------------------------------------------------------------
 
     def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
         if topic is Topic.NODE:
-            return self._keys_for_node(old, new)
-        if not self._settings.shard.owns(key):
-            return ()
-        if new is None:
-            # Deleted: only a Service this process gave a load balancer has work left
-            # (with our finalizer, the delete showed up earlier as a deletionTimestamp).
-            with self._lock:
-                self._cleaned.pop(key, None)
-                return (key,) if key in self._synced else ()
-        # Level-triggered: sync compares the Service with what was last done, so an
-        # echo of our own status write or a label edit costs no cloud call.
-        assert isinstance(new, Service)
-        if old is None and self._converged_elsewhere(key, new):
-            # A restarted worker (or a new leader's snapshot) re-checks every Service; the
-            # ones that look done wait behind those that need work, so a worker restarted
-            # over and over still gets new Services their load balancers.
-            return (Later(key),)
-        moved_away = isinstance(old, Service) and self._wants(old)
-        if self._wants(new) or needs_cleanup(new) or moved_away:
-            return (key,)
-        return ()
-
-    def _wants(self, service: Service) -> bool:
-        return wants_load_balancer(service, classes=self._settings.classes)
-
-    def _converged_elsewhere(self, key: str, service: Service) -> bool:
-        """Synced before this process saw it: ours, with an address, and not going away."""
-        with self._lock:
-            if key in self._synced:
-                return False
-        return (
-            self._wants(service)
-            and not needs_cleanup(service)
-            and FINALIZER in service.metadata.finalizers
-            and bool(service.status.load_balancer.ingress)
-        )
-
-    def _keys_for_node(self, old: Obj | None, new: Obj | None) -> Iterable[str]:
-        before = backend_id(old) if isinstance(old, Node) else None
-        after = backend_id(new) if isinstance(new, Node) else None
-        if before == after and not (before is not None and _relabelled(old, new)):
-            # Heartbeats, readiness: upstream ignores them for backends too. Labels it
-            # ignores as well (kubernetes/kubernetes#133165), but a node selector reads them:
-            # the sweep finds the Services whose selection a relabelled backend changed.
-            return ()
-        now = self._clock.now()
-        with self._lock:
-            self._backends_version += 1
-            self._node_changed_at = now
-            if self._sweep_due is not None:
-                # A sweep is queued and has not started enqueueing: it will see this too.
-                return ()
-            self._sweep_due = now
-        # One sweep key, not every Service key, run once the burst is over (`_sweep`): a
-        # burst of node changes (nodes joining and leaving, a 5,000-node snapshot, a zone
-        # coming back) costs every Service one sync, not one per node.
-        return (SWEEP,)
+            return self._nodes.keys_for(old, new)
+        known = self._ledger.deleted(key) if new is None else self._ledger.knows(key)
+        return service_keys(key, _service(old), _service(new), known=known, claim=self._claim)
 
     def _owned_services(self) -> list[Service]:
-        owns = self._settings.shard.owns
-        return [s for s in self._replica.services() if self._wants(s) and owns(s.key)]
-
-    def _owned_load_balancers(self) -> list[str]:
-        return [service.key for service in self._owned_services()]
+        owns = self._claim.shard.owns
+        return [s for s in self._replica.services() if self._claim.wants(s) and owns(s.key)]
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
-        self._enqueue = enqueue
+        self._nodes.attach(enqueue)
 
         def resync() -> None:
-            owned = self._owned_load_balancers()
-            with self._lock:
-                self._resync_due.update(owned)
+            owned = [service.key for service in self._owned_services()]
+            self._ledger.due_for_resync(owned)
             for key in owned:
                 enqueue(key)
 
@@ -303,132 +190,69 @@ class ServiceController:
                 run=resync,
                 wakes_on=frozenset({"load_balancers"}),
             ),
-            *self._orphan_scan(enqueue),
+            *self._orphans.periodics(enqueue),
         ]
 
-    def _orphan_scan(self, enqueue: Callable[[str], None]) -> list[Periodic]:
-        """`--orphan-scan-period`, on one shard only (every shard sees every Service)."""
-        period = self._settings.orphan_scan_period
-        if period <= 0 or self._settings.shard.index != 0:
-            return []
-        return [Periodic(name="orphan-scan", period=period, run=lambda: enqueue(ORPHANS))]
-
-    # --- sync -------------------------------------------------------------------------
+    # --- sync ---------------------------------------------------------------------------
 
     def sync(self, key: str) -> tuple[Action, ...]:
         if key == SWEEP:
-            self._sweep()
+            self._nodes.sync()
             return ()
         if key == ORPHANS:
-            return orphans.scan(self._lbs, self._replica.services(), component=COMPONENT)
+            return self._orphans.sync()
+        writes = _Writes(self._commit, key)
+        try:
+            self._sync_service(key, writes)
+        except SyncFailed as failure:
+            raise SyncFailed(str(failure), actions=(*writes.take(), *failure.actions)) from failure
+        except RetryAfter:
+            writes.land()
+            raise
+        return writes.take()
+
+    def _sync_service(self, key: str, writes: _Writes) -> None:
         service = self._replica.service(key)
-        with self._lock:
-            prior = self._synced.get(key)
+        last = self._ledger.last(key)
+        plan = decide_service(
+            key,
+            service,
+            last,
+            claim=self._claim,
+            resync_due=self._ledger.resync_due(key),
+            cleaned_uid=self._ledger.cleaned(key),
+        )
+        if plan.replaced is not None:
+            # The path without a finalizer: the Service object is gone, its LB may not be.
+            writes.add(*self._delete_load_balancer(plan.replaced), events.deleted(plan.replaced))
+        if plan.forget:
+            self._ledger.forget(key)
+        step = plan.step
         if service is None:
-            # Deleted without our finalizer (a user removed it): delete what we made.
-            if prior is not None and self._wants(prior.service):
-                self._delete_orphan(key, prior.service)
-            self._forget(key)
-            return ()
-        if prior is not None and prior.service.metadata.uid != service.metadata.uid:
-            # Deleted and re-created under the same name: the old LB goes first.
-            if self._wants(prior.service):
-                self._delete_orphan(key, prior.service)
-            self._forget(key)
-            prior = None
-        if needs_cleanup(service) or (
-            not self._wants(service) and self._may_have_ours(service, prior)
-        ):
-            self._cleanup(key, service)
-            return ()
-        if not self._wants(service):
-            return ()
-        self._ensure_or_update(key, service, prior)
-        return ()
-
-    def _sweep(self) -> None:
-        """Enqueue every owned LB Service once the node changes have stopped for
-        `NODE_QUIET` (or `NODE_BURST_MAX` after the first); until then, come back later
-        (RetryAfter: no thread waits)."""
-        now = self._clock.now()
-        with self._lock:
-            quiet = now - self._node_changed_at
-            first = now if self._sweep_due is None else self._sweep_due
-            wait = NODE_QUIET - quiet if now - first < NODE_BURST_MAX else 0.0
-            if wait <= 0:
-                # From here on, a node change queues a new sweep (this one may not see it).
-                self._sweep_due = None
-        if wait > 0:
-            raise RetryAfter(f"node changes are arriving; sweeping in {wait:.1f}s", delay=wait)
-        for key in self._behind(self._backend_set()):
-            self._enqueue(key)
-
-    def _behind(self, backends: Backends) -> list[str]:
-        """The owned LB Services whose load balancer was last given other backends than
-        their node selector now picks. Not the others: one never synced, or whose sync is
-        still to finish (a RetryAfter, a failure), computes the set when it runs; one
-        running now and finishing with an older set enqueues itself (`_catch_up`). At
-        start-up, when the first nodes arrive while the first load balancers are created,
-        this is nobody."""
-        with self._lock:
-            self._sweeps += 1
-            synced = dict(self._synced)
-        behind: list[str] = []
-        for service in self._owned_services():
-            done = synced.get(service.key)
-            if done is None or done.spec is None:
-                continue
-            members = self._selection(service, backends)
-            # (Identity first: every Service of a sweep shares one set of 5,000 ids.)
-            if done.backends is not members and done.backends != members:
-                behind.append(service.key)
-        return behind
-
-    def _catch_up(self, key: str, backends: Backends, sweeps: int) -> None:
-        """A sync that used `backends` just finished: if a sweep ran meanwhile for a newer
-        node set, it may have missed this Service (not synced yet when it looked)."""
-        with self._lock:
-            missed = self._sweeps != sweeps and self._backends_version != backends.version
-        if missed:
-            self._enqueue(key)
+            return
+        if isinstance(step, Delete):
+            self._cleanup(key, service, step, writes)
+        elif isinstance(step, Ensure | Converged):
+            self._converge(key, service, step, writes)
 
     # --- the delete branch --------------------------------------------------------------
 
-    def _cleanup(self, key: str, service: Service) -> None:
+    def _cleanup(self, key: str, service: Service, step: Delete, writes: _Writes) -> None:
         """Delete the load balancer, then clear the status and drop the finalizer."""
-        with self._lock:
-            if self._cleaned.get(key) == service.metadata.uid:
-                # Done and acked; the replica has not seen the finalizer go yet.
-                return
-        events = self._delete_load_balancer(service)
-        # A Service of another class (deleted while holding our finalizer) has the other
-        # controller's status: only our finalizer goes.
-        status = service.status.load_balancer.ingress if not self._foreign(service) else ()
-        if FINALIZER in service.metadata.finalizers or status:
-            events.append(
+        actions = self._delete_load_balancer(service)
+        if step.patch:
+            actions.append(
                 PatchServiceStatus(
                     namespace=service.namespace,
                     name=service.name,
                     uid=service.metadata.uid,
-                    ingress=() if status else None,
+                    ingress=() if step.clear_ingress else None,
                     remove_finalizers=(FINALIZER,),
                 )
             )
-        events.append(_event(service, "DeletedLoadBalancer", "Deleted load balancer"))
-        if self._write(key, tuple(events)):
-            self._forget(key)
-            with self._lock:
-                self._cleaned[key] = service.metadata.uid
-
-    def _delete_orphan(self, key: str, service: Service) -> None:
-        """The path without a finalizer: the Service object is gone, its LB may not be."""
-        self._write(
-            key,
-            (
-                *self._delete_load_balancer(service),
-                _event(service, "DeletedLoadBalancer", "Deleted load balancer"),
-            ),
-        )
+        actions.append(events.deleted(service))
+        if writes.land(*actions):
+            self._ledger.cleaned_up(key, service.metadata.uid)
 
     def _delete_load_balancer(self, service: Service) -> list[Action]:
         try:
@@ -436,13 +260,13 @@ class ServiceController:
         except RetryAfter:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
-            raise self._failed(
+            raise events.failed(
                 service,
-                f"failed to check if load balancer exists before cleanup: {_describe(error)}",
+                f"failed to check if load balancer exists before cleanup: {events.describe(error)}",
             ) from error
         if not exists:
             return []
-        actions: list[Action] = [_event(service, "DeletingLoadBalancer", "Deleting load balancer")]
+        deleting = events.event(service, "DeletingLoadBalancer", "Deleting load balancer")
         try:
             provider_events = self._lbs.ensure_deleted(service=service)
         except ImplementedElsewhere:
@@ -450,90 +274,67 @@ class ServiceController:
         except RetryAfter:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
-            why = _describe(error)
-            failed = _event(
-                service,
-                "DeleteLoadBalancerFailed",
-                f"Error deleting load balancer: {why}",
-                warning=True,
-            )
-            raise SyncFailed(why, actions=(*actions, failed)) from error
-        return [*actions, *_provider_events(service, provider_events)]
+            why = events.describe(error)
+            message = f"Error deleting load balancer: {why}"
+            failure = events.event(service, "DeleteLoadBalancerFailed", message, warning=True)
+            raise SyncFailed(why, actions=(deleting, failure)) from error
+        return [deleting, *events.from_provider(service, provider_events)]
 
     # --- the ensure branch --------------------------------------------------------------
 
-    def _ensure_or_update(self, key: str, service: Service, prior: Synced | None) -> None:
-        spec = spec_print(service, classes=self._settings.classes)
-        with self._lock:
-            drift_check = key in self._resync_due
-            sweeps = self._sweeps
-        backends = self._backend_set()
-        members = self._selection(service, backends)
-        if prior is not None and prior.spec == spec and not drift_check:
-            # (Identity first: every Service of a sweep shares one set of 5,000 ids.)
-            if prior.backends is not members and prior.backends != members:
-                self._update_backends(key, service, prior, backends, members)
-            elif prior.backends is not members:
-                # Equal sets: remember this one, so that the next sweep passes us by.
-                self._record(key, service, prior.spec, members)
-        else:
-            # A Service this process first sees already converged (a restart, a new
-            # leader's snapshot) is verified like a drift resync: without Ensuring/Ensured
-            # events, so a restart of the tree writes nothing when nothing changed.
-            if prior is None:
-                announce = not self._converged_elsewhere(key, service)
-            else:
-                announce = prior.spec != spec
-            self._ensure(key, service, spec, backends, members, announce=announce)
-        self._catch_up(key, backends, sweeps)
+    def _converge(
+        self, key: str, service: Service, step: Ensure | Converged, writes: _Writes
+    ) -> None:
+        sweeps = self._nodes.sweeps()
+        backends = self._nodes.backend_set()
+        members = self._nodes.selection(service, backends)
+        if isinstance(step, Ensure):
+            self._ensure(key, service, step, backends=backends, members=members, writes=writes)
+        elif members_moved(step.given, members):
+            self._update_backends(
+                key, service, step, backends=backends, members=members, writes=writes
+            )
+        elif step.given is not members:
+            # Equal sets: remember this one, so that the next sweep passes us by.
+            self._ledger.record(key, service, step.spec, members)
+        self._nodes.catch_up(key, backends, sweeps)
 
     def _ensure(
         self,
         key: str,
         service: Service,
-        spec: tuple[object, ...],
+        step: Ensure,
+        *,
         backends: Backends,
         members: frozenset[BackendId],
-        *,
-        announce: bool,
+        writes: _Writes,
     ) -> None:
-        """EnsureLoadBalancer. A drift resync of an unchanged Service (`announce` false)
-        records no Ensuring/Ensured events: it only reads unless the cloud drifted."""
-        ensuring = (_event(service, "EnsuringLoadBalancer", "Ensuring load balancer"),)
-        leading: tuple[Action, ...] = ensuring if announce else ()
-        if FINALIZER not in service.metadata.finalizers:
+        """EnsureLoadBalancer. A verification (`announce` false) records no
+        Ensuring/Ensured events: it only reads unless the cloud drifted."""
+        ensuring = events.event(service, "EnsuringLoadBalancer", "Ensuring load balancer")
+        actions: list[Action] = [ensuring] if step.announce else []
+        if step.add_finalizer:
             # Upstream's order: the finalizer lands before any cloud call, so a Service
             # deleted from here on cannot leak its load balancer.
-            finalizer = PatchServiceStatus(
-                namespace=service.namespace,
-                name=service.name,
-                uid=service.metadata.uid,
-                add_finalizers=(FINALIZER,),
-            )
-            if not self._write(key, (*leading, finalizer)):
+            if not writes.land(*actions, _add_finalizer(service)):
                 return
-            leading = ()
-        actions: list[Action] = list(leading)
+            actions = []
         if not backends.nodes:
-            actions.append(_no_nodes(service))
-        # From the first cloud call on, the cloud may hold something of this Service's:
-        # remember the copy we act on (with no print, so the next sync ensures again), so a
-        # Service deleted meanwhile without our finalizer, or an ensure whose writes find it
-        # gone, leads to a cleanup instead of a load balancer nobody knows about.
-        with self._lock:
-            if key not in self._synced:
-                self._synced[key] = Synced(service=service, spec=None, backends=frozenset())
+            actions.append(events.no_nodes(service))
+        # From the first cloud call on, the cloud may hold something of this Service's.
+        self._ledger.acting_on(key, service)
         try:
             outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
         except ImplementedElsewhere:
-            self._record(key, service, spec, members)
+            self._ledger.record(key, service, step.spec, members)
             return
         except RetryAfter:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
-            reason = _sync_failure_reason(error)
-            raise self._failed(service, _describe(error), actions=actions, reason=reason) from error
-        actions.extend(_provider_events(service, outcome.events))
+            reason = events.sync_failure_reason(error)
+            why = events.describe(error)
+            raise events.failed(service, why, actions=actions, reason=reason) from error
+        actions.extend(events.from_provider(service, outcome.events))
         annotations = {
             k: v
             for k, v in outcome.annotations_to_set.items()
@@ -561,11 +362,11 @@ class ServiceController:
                     annotations=dict(annotations),
                 )
             )
-        if announce:
-            actions.append(_event(service, "EnsuredLoadBalancer", "Ensured load balancer"))
+        if step.announce:
+            actions.append(events.event(service, "EnsuredLoadBalancer", "Ensured load balancer"))
         else:
             RESYNCS.inc()
-        if not self._write(key, tuple(actions)):
+        if not writes.land(*actions):
             return
         # The annotations just written come back as a Service update; with them in the
         # print, that echo needs no second ensure.
@@ -573,15 +374,17 @@ class ServiceController:
             service.metadata, annotations={**service.metadata.annotations, **annotations}
         )
         echo = msgspec.structs.replace(service, metadata=merged)
-        self._record(key, service, spec_print(echo, classes=self._settings.classes), members)
+        self._ledger.record(key, service, spec_print(echo, classes=self.classes), members)
 
     def _update_backends(
         self,
         key: str,
         service: Service,
-        prior: Synced,
+        step: Converged,
+        *,
         backends: Backends,
         members: frozenset[BackendId],
+        writes: _Writes,
     ) -> None:
         """UpdateLoadBalancer: only the backends changed since the last sync (the provider
         gets every backend node and applies the Service's node selector itself)."""
@@ -595,46 +398,28 @@ class ServiceController:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
             if self._load_balancer_gone(service):
-                self._record(key, service, prior.spec, members)
+                self._ledger.record(key, service, step.spec, members)
                 return
             NODESYNC_ERRORS.inc()
             # Upstream retries a failed node sync with a full EnsureLoadBalancer.
-            with self._lock:
-                self._synced[key] = replace(prior, spec=None)
-            names = _node_names(backends.nodes)
-            why = _describe(error)
-            failed = _event(
-                service,
-                "UpdateLoadBalancerFailed",
-                f"Error updating load balancer with new hosts {names}, error: {why}",
-                warning=True,
+            self._ledger.ensure_next(key)
+            why = events.describe(error)
+            message = (
+                f"Error updating load balancer with new hosts "
+                f"{events.node_names(backends.nodes)}, error: {why}"
             )
-            raise SyncFailed(why, actions=(failed,)) from error
+            failure = events.event(service, "UpdateLoadBalancerFailed", message, warning=True)
+            raise SyncFailed(why, actions=(failure,)) from error
         finally:
             HOST_LATENCY.observe(time.monotonic() - started)
+        updated = "Updated load balancer with new hosts"
         done = (
-            _no_nodes(service)
+            events.no_nodes(service)
             if not backends.nodes
-            else _event(service, "UpdatedLoadBalancer", "Updated load balancer with new hosts")
+            else events.event(service, "UpdatedLoadBalancer", updated)
         )
-        if self._write(key, (*_provider_events(service, provider_events), done)):
-            self._record(key, service, prior.spec, members)
-
-    def _foreign(self, service: Service) -> bool:
-        """A Service of a class this tree does not claim: another controller's."""
-        lb_class = service.spec.load_balancer_class
-        return lb_class is not None and not self._settings.classes.claims(lb_class)
-
-    def _may_have_ours(self, service: Service, prior: Synced | None) -> bool:
-        """Whether a live Service that wants no load balancer from us (any more) may still
-        have one of ours: we synced it, or (for a class we claim) its status shows an
-        address. The status of a class we do not claim is another controller's, so such
-        a Service unknown to this process is left alone while it lives
-        (`protocol.load_balancer_class` says how it can hold our finalizer at all)."""
-        if prior is not None:
-            return True
-        claimed = self._settings.classes.claims(service.spec.load_balancer_class)
-        return claimed and bool(service.status.load_balancer.ingress)
+        if writes.land(*events.from_provider(service, provider_events), done):
+            self._ledger.record(key, service, step.spec, members)
 
     def _load_balancer_gone(self, service: Service) -> bool:
         try:
@@ -642,142 +427,46 @@ class ServiceController:
         except Exception:  # unknown: assume it is there, retry the update
             return False
 
-    # --- bookkeeping ------------------------------------------------------------------
 
-    def _backend_set(self) -> Backends:
-        with self._lock:
-            version = self._backends_version
-            cached = self._backends
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        nodes = tuple(sorted((n for n in self._replica.nodes() if is_backend(n)), key=_name))
-        ids = frozenset(i for n in nodes if (i := backend_id(n)) is not None)
-        if cached is not None and cached[1].ids == ids:
-            # Only labels changed: the same object, so that the sweep passes by on identity.
-            ids = cached[1].ids
-        backends = Backends(nodes=nodes, ids=ids, version=version)
-        with self._lock:
-            self._backends = (version, backends)
-        return backends
+class _Writes:
+    """The writes of one Service sync: those it returns (`add`, then `take`), and those it
+    must see land before it goes on (`land`: commits everything held so far with them, in
+    order, and waits for the ack)."""
 
-    def _selection(self, service: Service, backends: Backends) -> frozenset[BackendId]:
-        """The backends the Service's node selector picks: the whole set without one."""
-        selector = self._lbs.node_selector(service=service)
-        if not selector:
-            return backends.ids
-        with self._lock:
-            found = self._selections.get(backends.version, selector)
-        if found is not None:
-            return found
-        picked = frozenset(
-            i
-            for n in backends.nodes
-            if selects(selector, n.metadata.labels) and (i := backend_id(n)) is not None
-        )
-        with self._lock:
-            return self._selections.put(backends.version, selector, picked)
+    def __init__(self, commit: Commit, key: str) -> None:
+        self._commit = commit
+        self._key = key
+        self._held: list[Action] = []
 
-    def _record(
-        self,
-        key: str,
-        service: Service,
-        spec: tuple[object, ...] | None,
-        backends: frozenset[BackendId],
-    ) -> None:
-        with self._lock:
-            self._synced[key] = Synced(service=service, spec=spec, backends=backends)
-            self._resync_due.discard(key)
-            self._cleaned.pop(key, None)
+    def add(self, *actions: Action) -> None:
+        self._held.extend(actions)
 
-    def _forget(self, key: str) -> None:
-        with self._lock:
-            self._synced.pop(key, None)
-            self._resync_due.discard(key)
-            self._cleaned.pop(key, None)
+    def take(self) -> tuple[Action, ...]:
+        held, self._held = tuple(self._held), []
+        return held
 
-    def _write(self, key: str, actions: tuple[Action, ...]) -> bool:
+    def land(self, *actions: Action) -> bool:
         """Commit and wait for the ack. False when the Service is gone or was re-created
         (its watch event enqueues the key again); raises when a retry may help."""
-        if not actions:
+        batch = (*self.take(), *actions)
+        if not batch:
             return True
-        ack = self._commit(key, actions)
+        ack = self._commit(self._key, batch)
         if needs_retry(ack):
             raise SyncFailed("the manager did not apply the writes", actions=())
         assert ack is not None
         final = {FailureKind.NOT_FOUND, FailureKind.PRECONDITION}
         return not any(f.kind in final for f in ack.failures)
 
-    def _failed(
-        self,
-        service: Service,
-        message: str,
-        *,
-        actions: Sequence[Action] = (),
-        reason: str = "SyncLoadBalancerFailed",
-    ) -> SyncFailed:
-        event = _event(service, reason, f"Error syncing load balancer: {message}", warning=True)
-        return SyncFailed(message, actions=(*actions, event))
 
-
-def _describe(error: Exception) -> str:
-    """The provider's own messages are built secret-free; anything else (a library's bug, a
-    surprise response) is named by its type only, with the traceback in this worker's log."""
-    if isinstance(error, ProviderError):
-        return str(error)
-    log.error("unexpected error in a load-balancer sync", exc_info=error)
-    return f"unexpected {type(error).__name__} (the service worker's log has the details)"
-
-
-def _sync_failure_reason(error: Exception) -> str:
-    """Upstream's `SyncLoadBalancerFailed`, except for a load balancer another cluster owns
-    (upstream #3102), whose Warning has a reason of its own and names that cluster."""
-    if isinstance(error, OwnedByAnotherCluster):
-        return error.reason
-    return "SyncLoadBalancerFailed"
-
-
-def _unstarted(key: str) -> None:
-    raise RuntimeError("ServiceController.periodics() must run before a sweep")
-
-
-def _name(node: Node) -> str:
-    return node.name
-
-
-def _relabelled(old: Obj | None, new: Obj | None) -> bool:
-    return (
-        isinstance(old, Node)
-        and isinstance(new, Node)
-        and old.metadata.labels != new.metadata.labels
+def _add_finalizer(service: Service) -> PatchServiceStatus:
+    return PatchServiceStatus(
+        namespace=service.namespace,
+        name=service.name,
+        uid=service.metadata.uid,
+        add_finalizers=(FINALIZER,),
     )
 
 
-def _event(service: Service, reason: str, message: str, *, warning: bool = False) -> RecordEvent:
-    return RecordEvent(
-        regarding=service_ref(service),
-        reason=reason,
-        message=message,
-        type="Warning" if warning else "Normal",
-        component=COMPONENT,
-    )
-
-
-def _no_nodes(service: Service) -> RecordEvent:
-    return _event(
-        service,
-        "UnAvailableLoadBalancer",
-        "There are no available nodes for LoadBalancer",
-        warning=True,
-    )
-
-
-def _provider_events(service: Service, events: Sequence[ProviderEvent]) -> list[Action]:
-    return [_event(service, e.reason, e.message, warning=e.type == "Warning") for e in events]
-
-
-def _node_names(nodes: Sequence[Node]) -> str:
-    """Upstream's list: at most 20 names, then `<N more>`, then the total."""
-    names = [n.name for n in nodes[:EVENT_NODE_NAMES]]
-    if len(nodes) > EVENT_NODE_NAMES:
-        names.append(f"<{len(nodes) - EVENT_NODE_NAMES} more>")
-    return f"[{', '.join(names)}] (total {len(nodes)})"
+def _service(obj: Obj | None) -> Service | None:
+    return obj if isinstance(obj, Service) else None

@@ -10,7 +10,7 @@ function decides, for `pyccm gc` and for the service worker's periodic scan alik
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import Gauge
@@ -18,6 +18,8 @@ from prometheus_client import Gauge
 from pyccm.protocol.messages import Action, ObjectRef, RecordEvent
 from pyccm.protocol.views import Service
 from pyccm.provider.interface import LoadBalancers, OwnedResource
+from pyccm.workers.runtime.controller import Periodic
+from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service.policy import FINALIZER
 
 # The order a deletion goes in: what hangs off a load balancer, the load balancers (their
@@ -107,3 +109,32 @@ def scan(
         )
         for r in found
     )
+
+
+class OrphanScan:
+    """The worker's side of the scan: a periodic that queues `ORPHANS` every `period`
+    seconds (0: off), on one shard only (every shard sees every Service), and the sync of
+    that key, which returns the scan's events."""
+
+    def __init__(
+        self,
+        *,
+        load_balancers: LoadBalancers,
+        replica: Replica,
+        period: float,
+        scanning: bool,
+        component: str,
+    ) -> None:
+        self._lbs = load_balancers
+        self._replica = replica
+        self._period = period
+        self._scanning = scanning
+        self._component = component
+
+    def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        if self._period <= 0 or not self._scanning:
+            return []
+        return [Periodic(name="orphan-scan", period=self._period, run=lambda: enqueue(ORPHANS))]
+
+    def sync(self) -> tuple[Action, ...]:
+        return scan(self._lbs, self._replica.services(), component=self._component)

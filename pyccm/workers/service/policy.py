@@ -1,7 +1,8 @@
-"""Which Services want a load balancer, which nodes back it, and which shard owns a key.
+"""Which nodes back a load balancer, and which shard owns a key.
 
 Pure functions of the lean views (upstream §1.3's predicates), kept apart from the sync so
-they can be read and tested on their own.
+they can be read and tested on their own (`pyccm plan` and the benches use them too). What
+a Service wants, and what a sync must do about it, is `decision.py`.
 """
 
 from __future__ import annotations
@@ -9,11 +10,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-# The manager's projection for this controller keeps exactly the Services these two
-# decide about (protocol.projections): one definition serves both.
-from pyccm.protocol.load_balancer_class import LoadBalancerClasses
-from pyccm.protocol.projections import LB_FINALIZER, wants_load_balancer
-from pyccm.protocol.views import Node, Service
+from pyccm.protocol.projections import LB_FINALIZER
+from pyccm.protocol.views import Node
 
 FINALIZER = LB_FINALIZER
 
@@ -22,38 +20,6 @@ AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 
 # The values Go's strconv.ParseBool reads as false: only these keep a labelled node in.
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def needs_cleanup(service: Service) -> bool:
-    """Our finalizer is on a Service that is going away or no longer a LoadBalancer."""
-    return FINALIZER in service.metadata.finalizers and (
-        service.metadata.deletion_timestamp is not None or service.spec.type != "LoadBalancer"
-    )
-
-
-def spec_print(service: Service, *, classes: LoadBalancerClasses) -> tuple[object, ...]:
-    """Everything upstream's `needsUpdate` compares: two Services with equal prints need
-    no new EnsureLoadBalancer. Not compared, as upstream: labels, selector, status,
-    `ipFamilyPolicy`, `allocateLoadBalancerNodePorts`, `internalTrafficPolicy`."""
-    spec = service.spec
-    wants = wants_load_balancer(service, classes=classes)
-    return (
-        wants,
-        spec.load_balancer_source_ranges if wants else (),
-        tuple(
-            (p.name, p.protocol, p.port, p.node_port, p.target_port, p.app_protocol)
-            for p in spec.ports
-        ),
-        spec.session_affinity,
-        spec.session_affinity_config,
-        spec.load_balancer_ip,
-        spec.external_ips,
-        tuple(sorted(service.metadata.annotations.items())),
-        service.metadata.uid,
-        spec.external_traffic_policy,
-        spec.health_check_node_port,
-        len(spec.ip_families),
-    )
 
 
 def is_backend(node: Node) -> bool:
