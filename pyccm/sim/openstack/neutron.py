@@ -12,6 +12,7 @@ ports) build on this model, so it exposes plain methods besides its HTTP handler
 from __future__ import annotations
 
 import ipaddress
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -129,6 +130,10 @@ READ_ONLY_ON_UPDATE = frozenset(
     }
 )
 PORT_PROTOCOLS = frozenset({"tcp", "udp", "sctp", "dccp", "udplite"})
+ROUTER_INTERFACE = "network:router_interface"
+ROUTER_GATEWAY = "network:router_gateway"
+# The ports Neutron's DELETE /ports refuses while their router exists (ServicePortInUse).
+ROUTER_PORT_OWNERS = frozenset({ROUTER_INTERFACE, ROUTER_GATEWAY})
 
 
 def _missing(
@@ -377,6 +382,8 @@ class Neutron:
     def _allocate_fixed_ips(
         self, network_id: str, wanted: list[dict[str, str]] | None
     ) -> list[dict[str, str]]:
+        if wanted == []:
+            return []  # Neutron makes a port without addresses when asked to
         subnets = [s for s in self.subnets if s["network_id"] == network_id]
         if not subnets:
             raise bad_request(f"Network {network_id} has no subnets.")
@@ -453,9 +460,12 @@ class Neutron:
         )
 
     def _release(self, fixed_ips: list[dict[str, str]]) -> None:
+        """Give addresses back to their pools; a subnet's gateway address stays reserved
+        (for the router interface that may take it again)."""
         for entry in fixed_ips:
             pool = self._pools.get(entry["subnet_id"])
-            if pool is not None:
+            subnet = self.subnets.rows.get(entry["subnet_id"])
+            if pool is not None and (subnet is None or subnet["gateway_ip"] != entry["ip_address"]):
                 pool.release(entry["ip_address"])
 
     def _index_device(self, port_id: str, device_id: str) -> None:
@@ -553,7 +563,7 @@ class Neutron:
         gateway = self.create_port(
             external_network_id,
             device_id=router["id"],
-            device_owner="network:router_gateway",
+            device_owner=ROUTER_GATEWAY,
             port_security=False,
         )
         router["external_gateway_info"] = {
@@ -567,7 +577,7 @@ class Neutron:
         """Neutron refuses while interfaces are attached (409 RouterInUse)."""
         self.routers.require(router_id, ROUTER_MISSING)
         ports = self.ports_of_device(router_id)
-        attached = [p["id"] for p in ports if p["device_owner"] == "network:router_interface"]
+        attached = [p["id"] for p in ports if p["device_owner"] == ROUTER_INTERFACE]
         if attached:
             raise conflict(
                 f"Router {router_id} has ports still attached: {', '.join(attached)}",
@@ -579,17 +589,180 @@ class Neutron:
         self._route_sets.pop(router_id, None)
 
     def add_router_interface(self, router_id: str, subnet_id: str) -> Record:
-        subnet = self.subnets.require(subnet_id, SUBNET_MISSING)
-        fixed = [{"subnet_id": subnet_id, "ip_address": subnet["gateway_ip"]}]
-        # The gateway address was claimed with the subnet; hand it to the interface port.
-        self._pools[subnet_id].release(subnet["gateway_ip"])
-        return self.create_port(
+        """An interface on the subnet's gateway address (l3_db._add_interface_by_subnet).
+
+        Answers what Neutron answers (`router_interface_info`). An IPv6 subnet joins the
+        router's port on that network when it has an IPv6 address already, as Neutron
+        gives a router one port per network for its IPv6 prefixes.
+        """
+        router = self.routers.require(router_id, ROUTER_MISSING)
+        subnet = self.subnet_of(subnet_id)
+        gateway = subnet["gateway_ip"]
+        if not gateway:
+            raise _bad_router("Subnet for router interface must have a gateway IP.")
+        self._check_router_subnets(router_id, [subnet])
+        held = [
+            p["id"]
+            for p in self.ports_with_ip(gateway)
+            if any(e["subnet_id"] == subnet_id for e in p["fixed_ips"])
+        ]
+        if held:
+            raise conflict(
+                f"IP address {gateway} already allocated in subnet {subnet_id}",
+                kind="IpAddressAlreadyAllocated",
+            )
+        entry = {"subnet_id": subnet_id, "ip_address": gateway}
+        # The gateway address stays claimed from the subnet's creation on (see _release).
+        existing = self._ipv6_interface(router_id, subnet["network_id"])
+        if subnet["ip_version"] == 6 and existing is not None:
+            existing["fixed_ips"].append(entry)
+            self._ports_by_ip.setdefault(gateway, {})[existing["id"]] = None
+            _bump(self.ports, existing, {})
+            return _interface_info(router, existing, [subnet_id])
+        self._pools[subnet_id].release(gateway)
+        port = self.create_port(
             subnet["network_id"],
             device_id=router_id,
-            device_owner="network:router_interface",
-            fixed_ips=fixed,
+            device_owner=ROUTER_INTERFACE,
+            fixed_ips=[entry],
             port_security=False,
         )
+        return _interface_info(router, port, [subnet_id])
+
+    def add_router_interface_port(self, router_id: str, port_id: str) -> Record:
+        """An existing port made the router's interface (l3_db._add_interface_by_port):
+        it keeps its addresses; checks and wordings in Neutron's order."""
+        router = self.routers.require(router_id, ROUTER_MISSING)
+        port = self.ports.require(port_id, PORT_MISSING)
+        if port["device_id"]:
+            raise conflict(
+                f"Unable to complete operation on port {port_id} for network "
+                f"{port['network_id']}. Port already has an attached device {port['device_id']}.",
+                kind="PortInUse",
+            )
+        if not port["fixed_ips"]:
+            raise _bad_router("Router port must have at least one fixed IP.")
+        if _has_ipv6(port):
+            other = self._ipv6_interface(router_id, port["network_id"])
+            if other is not None:
+                raise _bad_router(
+                    f"Router already contains IPv6 port {other['id']} belonging to network id "
+                    f"{port['network_id']}. Only one IPv6 port from the same network subnet can "
+                    "be connected to a router."
+                )
+        subnets = [self.subnet_of(e["subnet_id"]) for e in port["fixed_ips"]]
+        self._check_router_subnets(router_id, subnets)
+        if len([s for s in subnets if s["ip_version"] == 4]) > 1:
+            raise _bad_router("Cannot have multiple IPv4 subnets on router port.")
+        self._unindex_device(port_id, port["device_id"])
+        self._index_device(port_id, router_id)
+        _bump(self.ports, port, {"device_id": router_id, "device_owner": ROUTER_INTERFACE})
+        return _interface_info(router, port, [s["id"] for s in subnets])
+
+    def remove_router_interface(
+        self, router_id: str, *, port_id: str | None, subnet_id: str | None
+    ) -> Record:
+        """Remove an interface by port (the port is deleted) or by subnet (the port, or
+        the subnet's address on a port holding several IPv6 prefixes), as
+        l3_db.remove_router_interface does; refused while a floating IP needs it."""
+        router = self.routers.require(router_id, ROUTER_MISSING)
+        interfaces = [
+            p for p in self.ports_of_device(router_id) if p["device_owner"] == ROUTER_INTERFACE
+        ]
+        if port_id is not None:
+            port = next((p for p in interfaces if p["id"] == port_id), None)
+            if port is None:
+                raise not_found(
+                    f"Router {router_id} does not have an interface with id {port_id}",
+                    kind="RouterInterfaceNotFound",
+                )
+            subnet_ids = [e["subnet_id"] for e in port["fixed_ips"]]
+            if subnet_id is not None and subnet_id not in subnet_ids:
+                raise bad_request(
+                    f"Subnet on port {port_id} does not match the requested subnet {subnet_id}.",
+                    kind="SubnetMismatchForPort",
+                )
+            for each in subnet_ids:
+                self._check_interface_unused(router_id, self.subnet_of(each))
+            self.delete_port(port_id)
+            return _interface_info(router, port, subnet_ids)
+        assert subnet_id is not None
+        subnet = self.subnet_of(subnet_id)
+        on_network = [p for p in interfaces if p["network_id"] == subnet["network_id"]]
+        if on_network:
+            self._check_interface_unused(router_id, subnet)
+        for port in on_network:
+            mine = [e for e in port["fixed_ips"] if e["subnet_id"] == subnet_id]
+            if not mine:
+                continue
+            if len(port["fixed_ips"]) == 1:
+                self.delete_port(port["id"])
+                return _interface_info(router, port, [subnet_id])
+            # One prefix of a port holding several: that address goes, the port stays.
+            self._release(mine)
+            for entry in mine:
+                self._ports_by_ip.get(entry["ip_address"], {}).pop(port["id"], None)
+            kept = [e for e in port["fixed_ips"] if e["subnet_id"] != subnet_id]
+            _bump(self.ports, port, {"fixed_ips": kept})
+            return _interface_info(router, port, [subnet_id])
+        raise not_found(
+            f"Router {router_id} has no interface on subnet {subnet_id}",
+            kind="RouterInterfaceNotFoundForSubnet",
+        )
+
+    def _ipv6_interface(self, router_id: str, network_id: str) -> Record | None:
+        """The router's interface port on `network_id` that has an IPv6 address."""
+        for port in self.ports_of_device(router_id):
+            if (
+                port["device_owner"] == ROUTER_INTERFACE
+                and port["network_id"] == network_id
+                and _has_ipv6(port)
+            ):
+                return port
+        return None
+
+    def _check_router_subnets(self, router_id: str, new: list[Record]) -> None:
+        """l3_db._check_for_dup_router_subnets: a router has one port per subnet, and
+        no two of its subnets overlap (all of the gateway network's subnets count)."""
+        new_ids = {s["id"] for s in new}
+        held: list[str] = []
+        for port in self.ports_of_device(router_id):
+            if port["device_owner"] not in ROUTER_PORT_OWNERS:
+                continue
+            for entry in port["fixed_ips"]:
+                if entry["subnet_id"] in new_ids:
+                    raise _bad_router(f"Router already has a port on subnet {entry['subnet_id']}.")
+                if port["device_owner"] == ROUTER_GATEWAY:
+                    gateway_net = self.subnets.with_value("network_id", port["network_id"])
+                    held += [s["id"] for s in gateway_net]
+                else:
+                    held.append(entry["subnet_id"])
+        for existing in (self.subnets.rows[i] for i in dict.fromkeys(held)):
+            for subnet in new:
+                mine = ipaddress.ip_network(existing["cidr"])
+                theirs = ipaddress.ip_network(subnet["cidr"])
+                if mine.version == theirs.version and mine.overlaps(theirs):
+                    raise _bad_router(
+                        f"Cidr {subnet['cidr']} of subnet {subnet['id']} overlaps with cidr "
+                        f"{existing['cidr']} of subnet {existing['id']}."
+                    )
+
+    def _check_interface_unused(self, router_id: str, subnet: Record) -> None:
+        """l3_db._check_router_interface_not_in_use: no floating IP through this router
+        stands for an address of a port on the subnet."""
+        cidr = ipaddress.ip_network(subnet["cidr"])
+        for fip in self.floatingips:
+            if fip["router_id"] != router_id or not fip["fixed_ip_address"]:
+                continue
+            if ipaddress.ip_address(fip["fixed_ip_address"]) not in cidr:
+                continue
+            port = self.ports.rows.get(fip["port_id"])
+            if port is not None and any(e["subnet_id"] == subnet["id"] for e in port["fixed_ips"]):
+                raise conflict(
+                    f"Router interface for subnet {subnet['id']} on router {router_id} cannot "
+                    "be deleted, as it is required by one or more floating IPs.",
+                    kind="RouterInterfaceInUseByFloatingIP",
+                )
 
     def create_security_group(self, name: str, description: str = "") -> Record:
         group = self._base(name, description) | {"stateful": True}
@@ -791,6 +964,27 @@ class Neutron:
 
     def subnet_of(self, subnet_id: str) -> Record:
         return self.subnets.require(subnet_id, SUBNET_MISSING)
+
+
+def _bad_router(message: str) -> ApiError:
+    """neutron-lib's BadRequest for resource `router`."""
+    return bad_request(f"Bad router request: {message}", kind="BadRequest")
+
+
+def _has_ipv6(port: Record) -> bool:
+    return any(ipaddress.ip_address(e["ip_address"]).version == 6 for e in port["fixed_ips"])
+
+
+def _interface_info(router: Record, port: Record, subnet_ids: list[str]) -> Record:
+    """The body of add/remove_router_interface (l3_db._make_router_interface_info)."""
+    return {
+        "id": router["id"],
+        "project_id": port["project_id"],
+        "port_id": port["id"],
+        "network_id": port["network_id"],
+        "subnet_id": subnet_ids[-1],
+        "subnet_ids": subnet_ids,
+    }
 
 
 def _default_pool(
@@ -1078,6 +1272,18 @@ class NeutronApi:
         return ok({"port": _bump(self.n.ports, row, changes)})
 
     def delete_port(self, req: Req) -> Reply:
+        port = self.n.ports.rows.get(req.match["id"])
+        if (
+            port is not None
+            and port["device_owner"] in ROUTER_PORT_OWNERS
+            and port["device_id"] in self.n.routers.rows
+        ):
+            # l3_db.prevent_l3_port_deletion: a router's ports go through the router API.
+            raise conflict(
+                f"Port {port['id']} cannot be deleted directly via the port API: has device "
+                f"owner {port['device_owner']}.",
+                kind="ServicePortInUse",
+            )
         self.n.delete_port(req.match["id"])
         return NO_CONTENT
 
@@ -1183,6 +1389,29 @@ class NeutronApi:
             held.remove(held.held(given))
             _bump(self.n.routers, row, {"routes": held.listed()})
         return ok({"router": self.n.render_router(row)})
+
+    def router_interface(self, req: Req, *, add: bool) -> Reply:
+        """PUT add_router_interface / remove_router_interface: the body names `subnet_id`
+        or `port_id` (not wrapped in `router`; other keys are ignored). The router is
+        looked up first, as Neutron's API layer does for every member action."""
+        router_id = req.match["id"]
+        self.n.routers.require(router_id, ROUTER_MISSING)
+        body = {} if req.body is None else req.body
+        if not isinstance(body, dict):
+            # Neutron 29 fails on it (`interface_info.get`): its generic 500.
+            raise ApiError(
+                500, "Request Failed: internal server error while processing your request."
+            )
+        port_id, subnet_id = _interface_ids(body, removing=not add)
+        if not add:
+            info = self.n.remove_router_interface(router_id, port_id=port_id, subnet_id=subnet_id)
+        elif port_id is not None:
+            info = self.n.add_router_interface_port(router_id, port_id)
+        else:
+            assert subnet_id is not None
+            info = self.n.add_router_interface(router_id, subnet_id)
+        _bump(self.n.routers, self.n.routers.rows[router_id], {})
+        return ok(info)
 
     # -- security groups
     def security_groups(self, req: Req) -> Reply:
@@ -1319,6 +1548,33 @@ def _fixed_ips_match(port: Record, constraints: list[str]) -> bool:
     return True
 
 
+def _interface_ids(body: Record, *, removing: bool) -> tuple[str | None, str | None]:
+    """(port_id, subnet_id) of a router-interface body, checked as
+    l3_db._validate_interface_info checks them (both are allowed only on removal)."""
+    if "port_id" not in body and "subnet_id" not in body:
+        raise _bad_router("Either subnet_id or port_id must be specified.")
+    for key in ("port_id", "subnet_id"):
+        if key in body and not _is_uuid(body[key]):
+            raise _bad_router(f"'{body[key]}' is not a valid UUID.")
+    if not removing and "port_id" in body and "subnet_id" in body:
+        raise _bad_router("Cannot specify both subnet-id and port-id.")
+    port_id, subnet_id = body.get("port_id"), body.get("subnet_id")
+    return (
+        None if port_id is None else str(port_id),
+        None if subnet_id is None else str(subnet_id),
+    )
+
+
+def _is_uuid(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _address_pairs(port: Record, pairs: Any) -> list[dict[str, str]]:
     if not isinstance(pairs, list) or not all(
         isinstance(p, dict) and "ip_address" in p for p in pairs
@@ -1423,6 +1679,16 @@ def routes(neutron: Neutron) -> list[Route]:
         Route("PUT", f"{p}/routers/{{id}}/add_extraroutes", lambda r: api.extraroutes(r, add=True)),
         Route(
             "PUT", f"{p}/routers/{{id}}/remove_extraroutes", lambda r: api.extraroutes(r, add=False)
+        ),
+        Route(
+            "PUT",
+            f"{p}/routers/{{id}}/add_router_interface",
+            lambda r: api.router_interface(r, add=True),
+        ),
+        Route(
+            "PUT",
+            f"{p}/routers/{{id}}/remove_router_interface",
+            lambda r: api.router_interface(r, add=False),
         ),
     ]
     crud = {
