@@ -35,6 +35,7 @@ scan's, the Warnings of a failure (on `SyncFailed`). A sync that ends in `RetryA
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -65,11 +66,13 @@ from pyccm.workers.service.decision import (
     Converged,
     Delete,
     Ensure,
+    Nothing,
+    Skip,
+    decide,
     members_moved,
     service_keys,
     spec_print,
 )
-from pyccm.workers.service.decision import decide as decide_service
 from pyccm.workers.service.events import COMPONENT
 from pyccm.workers.service.ledger import Ledger
 from pyccm.workers.service.orphans import ORPHANS, OrphanScan
@@ -78,6 +81,8 @@ from pyccm.workers.service.sweep import NODE_BURST_MAX, NODE_QUIET, SWEEP, Backe
 
 # The sweep's key and timings, where callers found them before the sweep had a module.
 __all__ = ["NODE_BURST_MAX", "NODE_QUIET", "SWEEP", "ServiceController", "ServiceSettings"]
+
+log = logging.getLogger(__name__)
 
 _LATENCY_BUCKETS = tuple(2.0**i for i in range(15))  # 1 s ... 16384 s, as upstream
 LB_SYNCS = Counter(
@@ -214,7 +219,7 @@ class ServiceController:
     def _sync_service(self, key: str, writes: _Writes) -> None:
         service = self._replica.service(key)
         last = self._ledger.last(key)
-        plan = decide_service(
+        plan = decide(
             key,
             service,
             last,
@@ -227,13 +232,13 @@ class ServiceController:
             writes.add(*self._delete_load_balancer(plan.replaced), events.deleted(plan.replaced))
         if plan.forget:
             self._ledger.forget(key)
-        step = plan.step
-        if service is None:
-            return
-        if isinstance(step, Delete):
-            self._cleanup(key, service, step, writes)
-        elif isinstance(step, Ensure | Converged):
-            self._converge(key, service, step, writes)
+        match plan.step:
+            case Skip(reason) | Nothing(reason):
+                log.debug("%s: %s", key, reason)
+            case Delete() as step if service is not None:
+                self._cleanup(key, service, step, writes)
+            case (Ensure() | Converged()) as step if service is not None:
+                self._converge(key, service, step, writes)
 
     # --- the delete branch --------------------------------------------------------------
 
