@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.docs.test_links import anchors
+from tests.docs.markdown import anchors
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHITECTURE = REPO / "docs" / "architecture.md"
