@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any, NoReturn
 
-from pyccm import __version__, demo, gc_command, plan_command
+from pyccm import __version__, demo, gc_command, plan_command, tree_command
 from pyccm.manager import cli as manager_cli
 from pyccm.protocol import keys as keys_cli
 from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
@@ -32,6 +32,7 @@ Start here:
   pyccm demo                       the whole tree against both simulators, end to end
   pyccm sim kube --seed-nodes 5    a Kubernetes API simulator with a seeded cluster
   pyccm sim openstack              an OpenStack (Keystone/Nova/Neutron/Octavia) simulator
+  pyccm tree --cloud-config FILE   the production tree under supervisord, defaults filled in
 """
 
 
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc_command.register(commands)
     plan_command.register(commands)
     sim_cli.register(commands)
+    tree_command.register(commands)
     return parser
 
 

@@ -9,6 +9,11 @@ router has a route for every node's pod CIDR; then it deletes one Service and wa
 its load balancer and floating IP are gone from the cloud. It prints a summary and exits 0
 (non-zero with the reason on timeout). Everything lives in a temporary directory that is
 removed afterwards unless `--keep` is given.
+
+However the demo ends, everything it started ends with it: Ctrl-C, SIGTERM or SIGHUP stop
+the tree and then the simulators (exit 128 + the signal while converging, 0 once `--keep`
+has converged), and a SIGKILL of the demo sends each of them SIGTERM from the kernel, upon
+which supervisord stops its programs (`pyccm.lifetime`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ from typing import Any
 
 import msgspec
 
+from pyccm import lifetime
 from pyccm.logs import ENV as LOG_FORMAT_ENV
 from pyccm.logs import add_log_format_flag
 from pyccm.protocol.views import Node, Service
@@ -119,6 +124,9 @@ class World:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Handlers of its own, whatever this process inherited (a background shell's ignored
+    # SIGINT): every way of stopping it unwinds the `with` blocks that stop its children.
+    lifetime.stop_on_signals()
     # The simulators and the whole tree inherit the format (their logs are in the temp dir).
     os.environ[LOG_FORMAT_ENV] = args.log_format
     workdir = Path(tempfile.mkdtemp(prefix="pyccm-demo-"))
@@ -147,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"\nstill running; try: kubectl --kubeconfig {world.kubeconfig} get nodes -o wide"
             )
-            print("Ctrl-C to stop")
-            _wait_for_interrupt()
+            print("Ctrl-C (or SIGTERM, SIGHUP) to stop", flush=True)
+            _wait_for_a_stop()
     if code == 0 and not args.keep:
         # Logs of a failed run stay for the reader.
         shutil.rmtree(workdir, ignore_errors=True)
@@ -217,7 +225,7 @@ def child(arguments: list[str], log_path: Path) -> Iterator[str]:
     """A `pyccm` sub-command that prints one `ready at URL` line; yields the URL."""
     command = [sys.executable, "-m", "pyccm", *arguments]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO)
+        process = lifetime.spawn(command, stdout=subprocess.PIPE, stderr=log, cwd=REPO)
         try:
             assert process.stdout is not None
             line = process.stdout.readline().decode()
@@ -228,7 +236,7 @@ def child(arguments: list[str], log_path: Path) -> Iterator[str]:
                 )
             yield match.group(1)
         finally:
-            _stop(process)
+            lifetime.stop(process)
             if process.stdout is not None:
                 process.stdout.close()
 
@@ -246,13 +254,13 @@ def process_tree(
     manager_args: str = "",
     worker_args: str = "",
 ) -> Iterator[None]:
-    """The supervisord tree on `world`; `manager_args`/`worker_args` add flags (tests, bench)."""
+    """The supervisord tree on `world` (`pyccm tree`, which execs supervisord);
+    `manager_args`/`worker_args` add flags (tests, bench)."""
     runtime = world.workdir / "run"
     metrics = runtime / "metrics"
     metrics.mkdir(parents=True, mode=0o700)
     env = dict(
         os.environ,
-        PYCCM_BIN=str(Path(sys.executable).parent / "pyccm"),
         PYCCM_RUNTIME_DIR=str(runtime),
         PYCCM_KUBECONFIG=str(world.kubeconfig),
         PYCCM_CLOUD_CONFIG=str(world.cloud_conf),
@@ -270,21 +278,12 @@ def process_tree(
         f"--cloud-api-qps={cloud_api_qps} --cloud-api-burst={cloud_api_qps} " + worker_args,
         PROMETHEUS_MULTIPROC_DIR=str(metrics),
     )
-    supervisord = Path(sys.executable).parent / "supervisord"
     # Append mode: supervisord and its children (stdout_logfile=/dev/stdout) each write
     # through their own file offset; with "wb" they would overwrite each other's lines.
     with open(world.workdir / "tree.log", "ab") as log:
-        process = subprocess.Popen(
-            [str(supervisord), "-c", str(REPO / "supervisord.conf")],
-            env=env,
-            stdout=log,
-            stderr=log,
-            cwd=REPO,
-        )
-        try:
+        command = [sys.executable, "-m", "pyccm", "tree", f"--config={REPO / 'supervisord.conf'}"]
+        with lifetime.running(command, env=env, stdout=log, stderr=log, cwd=REPO):
             yield
-        finally:
-            _stop(process, timeout=20)
 
 
 def watch_progress(world: World, *, nodes: int, services: int, timeout: float) -> int:
@@ -331,6 +330,7 @@ def pyccm_command(*arguments: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         cwd=REPO,
         check=False,
+        **lifetime.tied(),
     )
     for line in (done.stdout + done.stderr).splitlines():
         print(f"    {line}")
@@ -559,19 +559,10 @@ class ServiceList(msgspec.Struct):
     items: list[Service]
 
 
-def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_for_interrupt() -> None:
+def _wait_for_a_stop() -> None:
+    """Until Ctrl-C, SIGTERM or SIGHUP: a stop asked for once the demo has converged."""
     try:
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, lifetime.Signalled):
         return
