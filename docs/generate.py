@@ -494,8 +494,58 @@ def cloud_conf_keys() -> list[ConfKey]:
     return list(found.values())
 
 
+def _comment_blocks(source: str) -> list[tuple[str, str]]:
+    """Each run of `#` comment lines in config.py, with the line of code after it."""
+    blocks: list[tuple[str, str]] = []
+    comment: list[str] = []
+    for line in source.splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            comment.append(text.lstrip("# "))
+            continue
+        if comment:
+            blocks.append((" ".join(comment), text))
+        comment = []
+    return blocks
+
+
+def _note(key: ConfKey, blocks: list[tuple[str, str]]) -> str:
+    """What config.py's comments say about a key: the comment above its settings field, and
+    a comment naming it as `[Section] key` (with the constant it explains)."""
+    field_line = re.compile(rf"{key.key.replace('-', '_')}: ")
+    section = key.section.split()[0]
+    said = []
+    for comment, code in blocks:
+        if field_line.match(code):
+            said.append(comment)
+        elif f"[{section}] {key.key}`" in comment:
+            constant = re.fullmatch(r"[A-Z_]+ = .+", code)
+            said.append(f"{comment} (`{code}`)" if constant else comment)
+    return " ".join(said)
+
+
+def _section_docs(keys: list[ConfKey]) -> list[str]:
+    """One line per section: the docstring of the settings class that starts with its name."""
+    from pyccm.provider.openstack import config
+
+    docs = [
+        " ".join((cls.__doc__ or "").split())
+        for cls in vars(config).values()
+        if dataclasses.is_dataclass(cls) and (cls.__doc__ or "").startswith("`[")
+    ]
+    sections = dict.fromkeys(k.section.split()[0] for k in keys)
+    # `(reference §n)` points into the founding brief, which is not in the repository.
+    docs = [re.sub(r"\s*\(reference §[\d.]+\)", "", d) for d in docs]
+    heads = {name: (f"`[{name}]", f'`[{name} "') for name in sections}
+    return [f"- {d}" for name in sections for d in docs if d.startswith(heads[name])]
+
+
 def cloud_conf_page() -> str:
-    rows = [[f"[{k.section}]", _code(k.key), k.kind, _code(k.default)] for k in cloud_conf_keys()]
+    blocks = _comment_blocks(CONFIG.read_text(encoding="utf-8"))
+    keys = cloud_conf_keys()
+    rows = [
+        [f"[{k.section}]", _code(k.key), k.kind, _code(k.default), _note(k, blocks)] for k in keys
+    ]
     lines = [
         "# cloud.conf",
         "",
@@ -509,7 +559,9 @@ def cloud_conf_page() -> str:
         "A value that cannot work stops the worker at start with one line naming file, line,",
         "section and key, never the value.",
         "",
-        *_table(("section", "key", "type", "default"), rows),
+        *_section_docs(keys),
+        "",
+        *_table(("section", "key", "type", "default", "notes (from the code)"), rows),
     ]
     return HEADER + "\n".join(lines) + "\n"
 
@@ -687,7 +739,16 @@ def events() -> list[Event]:
 
 def events_page() -> str:
     found = events()
-    rows = [[_code(e.reason), e.type, e.where] for e in found]
+    guide = "../operator-guide.md#"
+    rows = [
+        [
+            _code(e.reason),
+            e.type,
+            f"[what to do]({guide}{e.reason.lower()})" if e.type == "Warning" else "",
+            e.where,
+        ]
+        for e in found
+    ]
     lines = [
         "# Events",
         "",
@@ -696,7 +757,7 @@ def events_page() -> str:
         "reason and message on the same object counts up). What to do about each Warning:",
         "[operator guide, troubleshooting](../operator-guide.md#troubleshooting).",
         "",
-        *_table(("reason", "type", "made in"), rows),
+        *_table(("reason", "type", "troubleshooting", "made in"), rows),
     ]
     return HEADER + "\n".join(lines) + "\n"
 

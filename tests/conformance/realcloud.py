@@ -13,7 +13,9 @@ network `private` (10.0.0.0/16, VIPs from 10.0.192.0 up), router `router1` betwe
 per node `i` of `sim.scenario` a Neutron port with the node's InternalIP and a Nova server of
 the node's name whose network info names that port. `cloud.conf` and `clouds.yaml` are
 written like the simulator's. Every process started here is stopped on exit, also when
-setup fails half-way.
+setup fails half-way, and when the process that started them ends however it ends
+(`pyccm.lifetime`): `python -m tests.conformance.realcloud DIR` stops its four services on
+Ctrl-C, SIGTERM and SIGHUP, and a SIGKILL of it sends each of them SIGTERM.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from pyccm import lifetime
 from pyccm.sim.scenario import seed_node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -260,6 +263,7 @@ def _run(command: list[str], log: Path, *, stdin: str | None = None) -> None:
             env=env,
             check=False,
             cwd=log.parent,
+            **lifetime.tied(),
         )
     if done.returncode != 0:
         tail = log.read_text(errors="replace")[-2000:]
@@ -269,7 +273,7 @@ def _run(command: list[str], log: Path, *, stdin: str | None = None) -> None:
 @contextmanager
 def _server(service: str, workdir: Path, port: int, env: dict[str, str]) -> Iterator[None]:
     log = (workdir / f"{service}.log").open("ab")
-    process = subprocess.Popen(
+    process = lifetime.spawn(
         [str(venv_python(service)), str(SERVICES_PY), "serve", service, str(workdir), str(port)],
         stdout=log,
         stderr=log,
@@ -286,12 +290,7 @@ def _server(service: str, workdir: Path, port: int, env: dict[str, str]) -> Iter
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after 10 s: nothing this module starts outlives its test."""
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    lifetime.stop(process, timeout=10)
 
 
 def _wait_until_serving(
@@ -670,6 +669,7 @@ def _build_cloud(cloud: RealCloud, nodes: int) -> None:
 
 
 if __name__ == "__main__":  # a stack to poke at by hand: python -m tests.conformance.realcloud DIR
+    lifetime.stop_on_signals()
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     with running_real_cloud(target) as running:
@@ -678,5 +678,5 @@ if __name__ == "__main__":  # a stack to poke at by hand: python -m tests.confor
         try:
             while True:
                 time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        except lifetime.Signalled:
+            pass  # Ctrl-C, SIGTERM, SIGHUP: the `with` stops the services
