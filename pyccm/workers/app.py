@@ -6,8 +6,10 @@ import argparse
 import gc
 import logging
 import signal
+import sys
 import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -107,18 +109,62 @@ def build_controller(
     raise ConfigError(f"unknown controller {name!r}")
 
 
-def _cluster_id(name: str, args: argparse.Namespace) -> str:
+def check_flags(name: str, args: argparse.Namespace) -> None:
+    """The controller's own flags, checked before the worker talks to anyone: ConfigError
+    for a bad one (exit 2). An invalid --cluster-cidr only disables the route controller
+    (build_controller says why), as the README promises."""
+    if name != "service":
+        return
+    try:
+        Shard.parse(args.shard)
+        load_balancer_classes(args)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _routes_wanted(args: argparse.Namespace) -> bool:
+    if args.configure_cloud_routes != "true":
+        return False
+    try:
+        parse_cluster_cidrs(args.cluster_cidr)
+    except ConfigError:
+        return False
+    return True
+
+
+def _cluster_id(name: str, args: argparse.Namespace, *, worker: str) -> str:
     """Only the service worker creates resources that carry it (routes: the router's tag).
     `--cluster-id` if given; standalone, the worker reads it; on the bus, the manager tells."""
     if name not in ("service", "route"):
         return ""
-    if name == "route" and (args.configure_cloud_routes == "false" or not args.cluster_cidr):
+    if name == "route" and not _routes_wanted(args):
         return ""  # a disabled route controller (build_controller says why) claims nothing
     if args.cluster_id or args.standalone:
         return resolve_cluster_id(given=args.cluster_id, kubeconfig=args.kubeconfig, required=False)
     pub, router = resolve(args)
     bus = BusClientSettings(pub_address=pub, router_address=router, curve=client_curve(args))
-    return ask_cluster_id(bus, worker=name)
+    return ask_cluster_id(bus, worker=worker)
+
+
+def _cloud(name: str, args: argparse.Namespace, *, worker: str) -> Cloud:
+    """The cloud, its configuration checked before the worker talks to anyone (an unknown
+    provider or a bad cloud.conf: ConfigError, exit 2, not a wait for the manager). The
+    cluster id, when this controller needs one and no flag gives it, comes after (from the
+    manager, or the API): the cloud is then built again with it. A cloud builds no
+    connection before its first call, so the first one costs a parse of cloud.conf."""
+    settings = ProviderSettings(
+        cloud_config=Path(args.cloud_config) if args.cloud_config else None,
+        cluster_name=args.cluster_name,
+        cluster_id=args.cluster_id,
+        cloud_api_qps=args.cloud_api_qps,
+        cloud_api_burst=args.cloud_api_burst,
+    )
+    cloud = create_cloud(args.cloud_provider, settings=settings)
+    cluster_id = _cluster_id(name, args, worker=worker)
+    if cluster_id == settings.cluster_id:
+        return cloud
+    cloud.close()
+    return create_cloud(args.cloud_provider, settings=replace(settings, cluster_id=cluster_id))
 
 
 def process_name(name: str, args: argparse.Namespace) -> str:
@@ -128,23 +174,16 @@ def process_name(name: str, args: argparse.Namespace) -> str:
     try:
         return name + Shard.parse(args.shard).suffix
     except ValueError:
-        return name  # the bad flag is reported once the controller is built
+        return name  # the bad flag is reported by check_flags
 
 
 def main(args: argparse.Namespace) -> int:
     name = canonical(args.controller)
-    configure(process=process_name(name, args), log_format=args.log_format)
+    worker = process_name(name, args)
+    configure(process=worker, log_format=args.log_format)
     try:
-        cloud = create_cloud(
-            args.cloud_provider,
-            settings=ProviderSettings(
-                cloud_config=Path(args.cloud_config) if args.cloud_config else None,
-                cluster_name=args.cluster_name,
-                cluster_id=_cluster_id(name, args),
-                cloud_api_qps=args.cloud_api_qps,
-                cloud_api_burst=args.cloud_api_burst,
-            ),
-        )
+        check_flags(name, args)
+        cloud = _cloud(name, args, worker=worker)
         replica = Replica()
         commit = Committer(controller=name)
         controller, threads = build_controller(
@@ -157,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
         DISABLED.labels(controller=name).set(1)
         controller, threads = DisabledController(name), 0
     except ConfigError as error:
-        print(f"pyccm worker {name}: {error}")
+        print(f"pyccm worker {name}: {error}", file=sys.stderr)
         return 2
     transport = _transport(
         args, name=controller.name, view=name, controller=controller, replica=replica

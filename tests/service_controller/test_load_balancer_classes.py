@@ -158,6 +158,7 @@ def test_a_bad_class_flag_is_one_line_and_exit_code_2(
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert message in done.stdout
-    assert len(done.stdout.strip().splitlines()) == 1
+    output = done.stdout + done.stderr  # the worker says it on stderr
+    assert done.returncode == 2, output
+    assert message in output
+    assert len(output.strip().splitlines()) == 1

@@ -65,6 +65,7 @@ from pyccm.protocol.messages import (
 )
 from pyccm.protocol.projections import channel
 from pyccm.workers.runtime.replica import Replica
+from pyccm.workers.runtime.waiting import ManagerWait, WaitSettings
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,8 @@ class BusClientSettings:
     # (well under the 3 s silence timeout that sends a worker back to its seeds anyway).
     move_backoff: float = 0.25
     move_backoff_max: float = 2.0
+    # When a worker that waits for its manager says so (runtime/waiting.py).
+    wait: WaitSettings = field(default_factory=WaitSettings)
 
     def __post_init__(self) -> None:
         require_curve((self.pub_address, self.router_address), self.curve)
@@ -184,6 +187,10 @@ class BusClient:
         self._refused_logged = False
         self._failures_in_a_row = 0
         self._drops = DropLog(side="worker")
+        # What the worker is waiting for, said every so often until the manager answers;
+        # `_refusal` is why it did not (its last refusal), "" for no answer at all.
+        self._wait = ManagerWait(worker=worker, settings=settings.wait)
+        self._refusal = ""
         # Sync state, owned by the bus thread.
         self._manager: SessionId | None = None
         self._seqs: dict[Topic, Seq] = {}
@@ -266,6 +273,8 @@ class BusClient:
                     self._report_metrics(reported)
                     next_report = now + REPORT_INTERVAL
                 self._check_liveness(now)
+                if self._wait.active:
+                    self._say_waiting()
         finally:
             self._fail_pending("bus client stopped")
             self._link.close()
@@ -352,7 +361,9 @@ class BusClient:
             log.info("the manager at %s refused (%s)", here[1], refused.reason)
             self._plan_move(self._seeds)
         else:
-            log.info("manager not serving yet (%s); asking again", refused.reason)
+            # Asked again every hello_retry: the waiting line says it every so often.
+            log.debug("manager not serving yet (%s); asking again", refused.reason)
+        self._refusal = f"it refused ({refused.reason})"
 
     def _just_left(self, leader: tuple[str, ...]) -> bool:
         if self._left is None:
@@ -389,6 +400,7 @@ class BusClient:
             ):
                 continue
             # libzmq retries on its own; one line per run of failures, not one per retry.
+            self._refusal = "it refused the CURVE handshake"
             if not self._refused_logged:
                 self._refused_logged = True
                 log.error(
@@ -494,6 +506,7 @@ class BusClient:
         if not self._awaiting:
             self._unsynced_moves = 0
             self._replica.synced.set()
+            self._wait.end()
             log.info("replica synced from the manager at %s", self.endpoints[1])
 
     def _on_heartbeat(self, beat: Heartbeat) -> None:
@@ -508,6 +521,7 @@ class BusClient:
             # only follows the manager for pause/resume and sends its own heartbeats.
             self._manager = beat.session
             self._unsynced_moves = 0
+            self._wait.end()
             return
         if beat.session != self._manager:
             self._resnapshot(reason="manager restarted")
@@ -542,8 +556,13 @@ class BusClient:
 
     def _resnapshot(self, *, reason: str) -> None:
         if reason != "start":
-            log.info("asking for a new snapshot: %s", reason)
+            # Again while waiting (a manager still silent): the waiting line says so.
+            level = logging.DEBUG if self._wait.active else logging.INFO
+            log.log(level, "asking for a new snapshot: %s", reason)
             self.resnapshots += 1
+        if not self._wait.active:
+            self._wait.begin()
+            self._refusal = ""
         self._awaiting = set(self._topics)
         self._buffer = []
         if self._topics:
@@ -552,6 +571,13 @@ class BusClient:
             # read it, or it would recreate a load balancer for a deleted Service.
             self._replica.synced.clear()
         self._send_hello()
+
+    def _say_waiting(self) -> None:
+        if self._topics:
+            what = "for a snapshot of " + ", ".join(t.value for t in self._topics)
+        else:
+            what = "for its heartbeat"
+        self._wait.tick(what=what, where=self.endpoints[1], why=self._refusal or "no answer")
 
     def _send_hello(self) -> None:
         self._hello_sent = time.monotonic()
@@ -625,15 +651,18 @@ def _secure(sock: zmq.Socket[bytes], curve: ClientCurve | None) -> None:
 def ask_cluster_id(settings: BusClientSettings, *, worker: str) -> str:
     """The cluster id, from whichever manager answers at the worker's router address (every
     replica knows it, leading or not). Asks again every second until a manager has read it:
-    a worker on the bus never calls the API server itself."""
+    a worker on the bus never calls the API server itself. A long wait is said every so
+    often (`ManagerWait`), naming the address."""
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     question = encode(WhoIs(session=SessionId(""), worker=worker))
-    waited = False
+    wait = ManagerWait(worker=worker, settings=settings.wait)
+    wait.begin()
     while True:
         dealer = context.socket(zmq.DEALER)
         _secure(dealer, settings.curve)
         dealer.setsockopt(zmq.LINGER, 0)
         dealer.connect(settings.router_address)
+        why = "no answer"
         try:
             dealer.send(question)
             if dealer.poll(int(settings.heartbeat_interval * 1000)):
@@ -642,12 +671,10 @@ def ask_cluster_id(settings: BusClientSettings, *, worker: str) -> str:
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     answer = None
                 if isinstance(answer, Identity) and answer.cluster_id:
+                    wait.end()
                     return answer.cluster_id
+                why = "it has not read the cluster id yet"
         finally:
             dealer.close()
-        if not waited:
-            waited = True
-            log.info(
-                "waiting for the manager at %s to tell the cluster id", settings.router_address
-            )
+        wait.tick(what="to tell the cluster id", where=settings.router_address, why=why)
         time.sleep(settings.heartbeat_interval)
