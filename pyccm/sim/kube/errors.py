@@ -173,12 +173,13 @@ def too_large_resource_version(requested: int, current: int) -> ApiError:
     )
 
 
-def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
+def unsupported_media_type(content_type: str, accepted: list[str], *, detail: str = "") -> ApiError:
     return ApiError(
         415,
         "UnsupportedMediaType",
         f"the body of the request was in an unknown format ({content_type or 'none'})"
-        f" - accepted media types include: {', '.join(accepted)}",
+        f" - accepted media types include: {', '.join(accepted)}"
+        + (f" ({detail})" if detail else ""),
     )
 
 

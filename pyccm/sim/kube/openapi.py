@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from pyccm.sim.kube import protobuf
 from pyccm.sim.kube.resources import ALL_RESOURCES, ResourceType
 from pyccm.sim.kube.schema import openapi_schema
 
@@ -231,22 +232,10 @@ def _v2_operation(operation: Operation) -> Obj:
 @functools.cache
 def v2_protobuf() -> bytes:
     """The gnostic openapi_v2.Document {swagger: "2.0", info: {title, version}}."""
-    info = _proto_field(1, _TITLE["title"].encode()) + _proto_field(2, _TITLE["version"].encode())
-    return _proto_field(1, b"2.0") + _proto_field(2, info)
-
-
-def _proto_field(number: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
+    info = protobuf.field_bytes(1, _TITLE["title"].encode()) + protobuf.field_bytes(
+        2, _TITLE["version"].encode()
+    )
+    return protobuf.field_bytes(1, b"2.0") + protobuf.field_bytes(2, info)
 
 
 @functools.cache
