@@ -40,15 +40,8 @@ import zmq
 from pyccm.demo import World, process_tree, simulators
 from pyccm.kubeapi.errors import AlreadyExists, KubeError, NotFound
 from pyccm.sim.kube.runtime import write_kubeconfig
-from tests.e2e.conftest import (
-    Cloud,
-    Kube,
-    ingress_ips,
-    internal_ip,
-    node_port,
-    supervisorctl,
-    wait_for,
-)
+from tests.support.tree import Cloud, Kube, ingress_ips, internal_ip, node_port, supervisorctl
+from tests.support.waiting import wait_for
 
 T = TypeVar("T")
 RESULTS = Path(__file__).parent / "results"

@@ -88,7 +88,8 @@ from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.logs import parse_time
 from pyccm.protocol.views import Node, Service
 from pyccm.workers.service.policy import is_backend
-from tests.e2e.conftest import Cloud, supervisorctl, wait_for
+from tests.support.tree import Cloud, supervisorctl
+from tests.support.waiting import wait_for
 
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parent.parent

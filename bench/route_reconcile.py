@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from pyccm.protocol.messages import Action
 from pyccm.provider.fake import FakeCloud
-from tests.route_controller.conftest import Harness, build, make_node
+from tests.support.routes import Harness, build, make_node
 
 POD_BASE = ipaddress.IPv4Address("10.244.0.0")
 NODE_BASE = ipaddress.IPv4Address("172.16.0.0")

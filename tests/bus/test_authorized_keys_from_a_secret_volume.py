@@ -11,7 +11,10 @@ from pathlib import Path
 from pyccm.manager.bus import BusSettings
 from pyccm.protocol.addresses import load_client_curve, load_server_curve
 from pyccm.protocol.keys import add_worker, generate
-from tests.bus.conftest import Bus, eventually, free_port, node
+from tests.support.bus import Bus
+from tests.support.nodes import node
+from tests.support.ports import free_port
+from tests.support.waiting import eventually
 
 
 def project(source: Path, volume: Path, generation: int) -> None:

@@ -21,7 +21,7 @@ from pyccm.protocol.addresses import (
     server_curve,
 )
 from pyccm.workers.runtime.bus import BusClientSettings
-from tests.bus.conftest import KeyDirs
+from tests.support.bus import KeyDirs
 
 TCP = ["--bus-pub", "tcp://127.0.0.1:5555", "--bus-router", "tcp://127.0.0.1:5556"]
 COMMANDS = {"manager": ["manager"], "worker": ["worker", "node"]}

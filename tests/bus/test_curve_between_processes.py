@@ -17,7 +17,9 @@ from pyccm.protocol.messages import SessionId, Topic
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.replica import Replica
-from tests.bus.conftest import KeyDirs, eventually, free_port
+from tests.support.bus import KeyDirs
+from tests.support.ports import free_port
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

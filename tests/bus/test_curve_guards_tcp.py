@@ -14,7 +14,9 @@ from pyccm.manager.bus import BusSettings
 from pyccm.protocol.addresses import load_client_curve, load_server_curve
 from pyccm.protocol.messages import Hello, SessionId, Topic, encode
 from pyccm.workers.runtime.replica import Replica
-from tests.bus.conftest import Bus, KeyDirs, eventually, node
+from tests.support.bus import Bus, KeyDirs
+from tests.support.nodes import node
+from tests.support.waiting import eventually
 
 # How long a party the manager must not serve gets to prove it: several hello retries
 # (1 s apart) and heartbeats. The assertion is that nothing arrives, so this is a bound

@@ -15,7 +15,10 @@ import yaml
 
 from pyccm.manager.bus import BusSettings
 from pyccm.protocol.addresses import load_client_curve, load_server_curve
-from tests.bus.conftest import Bus, eventually, free_port, node
+from tests.support.bus import Bus
+from tests.support.nodes import node
+from tests.support.ports import free_port
+from tests.support.waiting import eventually
 
 WORKERS = ("node", "lifecycle", "service", "route")
 

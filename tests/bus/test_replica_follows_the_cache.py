@@ -20,7 +20,9 @@ from pyccm.protocol.messages import (
     decode,
     encode,
 )
-from tests.bus.conftest import Bus, eventually, node
+from tests.support.bus import Bus
+from tests.support.nodes import node
+from tests.support.waiting import eventually
 
 
 def replica_names(replica_nodes: list[object]) -> set[str]:

@@ -13,7 +13,7 @@ from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.protocol.addresses import BUS_ENDPOINTS_ANNOTATION
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.bus.conftest import eventually
+from tests.support.waiting import eventually
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 A_BUS = ("tcp://10.0.0.5:5556", "tcp://10.0.0.5:5557")

@@ -25,7 +25,8 @@ from pyccm.protocol.messages import Ack, Delta, Hello, Refused, Result, SessionI
 from pyccm.protocol.messages import encode as encode_message
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.replica import Replica
-from tests.bus.conftest import eventually, node
+from tests.support.nodes import node
+from tests.support.waiting import eventually
 
 Endpoints = tuple[str, str]
 # The worker gives up on a silent manager after this (3 s in production).

@@ -17,7 +17,8 @@ from pyccm.protocol.views import (
     ServiceSpec,
 )
 from pyccm.workers.runtime.replica import Obj, Replica
-from tests.bus.conftest import Bus, eventually
+from tests.support.bus import Bus
+from tests.support.waiting import eventually
 
 
 def kubelet_node(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ import yaml
 
 from pyccm import lifetime
 from pyccm.sim.scenario import seed_node
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES_PY = REPO / "conformance" / "stack" / "services.py"
@@ -231,7 +231,7 @@ def running_real_cloud(
         raise RuntimeError(
             f"no venv for {', '.join(missing)} under {venv_root()}: run `make conformance`"
         )
-    ports = {service: _free_port() for service in SERVICES}
+    ports = {service: free_port() for service in SERVICES}
     cloud = RealCloud(workdir, ports)
     _write_configs(workdir, ports)
     with ExitStack() as stack:
@@ -243,13 +243,6 @@ def running_real_cloud(
                 _create_accounts(cloud)
         _build_cloud(cloud, nodes)
         yield cloud
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _run(command: list[str], log: Path, *, stdin: str | None = None) -> None:

@@ -18,7 +18,8 @@ import pytest
 from pyccm.demo import child
 from pyccm.logs import parse_time
 from tests.conformance.realcloud import TENANT, RealCloud, stop_process
-from tests.e2e.conftest import Kube, wait_for
+from tests.support.tree import Kube
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

@@ -47,8 +47,8 @@ from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
 from tests.conformance.test_pagination_on_real_openstack import until_done
-from tests.e2e.conftest import wait_for
-from tests.provider_lb.conftest import with_status
+from tests.support.lb import with_status
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

@@ -23,7 +23,7 @@ from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import TENANT, RealCloud
-from tests.e2e.conftest import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

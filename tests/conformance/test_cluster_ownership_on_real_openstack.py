@@ -21,7 +21,7 @@ from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
 from tests.conformance.test_pagination_on_real_openstack import big_service, many_nodes, until_done
-from tests.e2e.conftest import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

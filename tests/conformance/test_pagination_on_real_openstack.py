@@ -34,7 +34,7 @@ from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.resources import Server
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud
-from tests.e2e.conftest import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

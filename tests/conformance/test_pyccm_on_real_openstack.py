@@ -21,7 +21,7 @@ from pyccm.demo import World, child, process_tree
 from pyccm.kubeapi.client import STRATEGIC_MERGE_PATCH
 from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
 from tests.conformance.realcloud import RealCloud
-from tests.e2e.conftest import (
+from tests.support.tree import (
     FINALIZER,
     LB_ID,
     Kube,
@@ -29,8 +29,8 @@ from tests.e2e.conftest import (
     initialized,
     node_port,
     service_port,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

@@ -19,7 +19,7 @@ from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalanc
 from pyccm.provider.openstack.resources import Port, Server
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.conformance.realcloud import OCTAVIA_MAX_BODY, RealCloud
-from tests.e2e.conftest import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 

@@ -25,7 +25,8 @@ import yaml
 
 from pyccm.demo import World, simulators
 from tests.deploy import kubelet
-from tests.e2e.conftest import REPO, Cloud, Kube, ingress_ips, initialized, wait_for
+from tests.support.tree import REPO, Cloud, Kube, ingress_ips, initialized
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.e2e,

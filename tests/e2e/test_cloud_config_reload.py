@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from pyccm.demo import World, process_tree, simulators
-from tests.e2e.conftest import (
+from tests.support.tree import (
     FINALIZER,
     LB_ID,
     Cloud,
@@ -43,8 +43,8 @@ from tests.e2e.conftest import (
     ingress_ips,
     initialized,
     supervisorctl,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -25,15 +25,8 @@ from typing import Any
 import pytest
 
 from pyccm.demo import World, process_tree, simulators
-from tests.e2e.conftest import (
-    FINALIZER,
-    Cloud,
-    Kube,
-    ingress_ips,
-    initialized,
-    service_port,
-    wait_for,
-)
+from tests.support.tree import FINALIZER, Cloud, Kube, ingress_ips, initialized, service_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

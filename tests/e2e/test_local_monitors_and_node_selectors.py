@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import (
+from tests.support.tree import (
     FINALIZER,
     LB_ID,
     Tree,
@@ -25,8 +25,8 @@ from tests.e2e.conftest import (
     node_port,
     running_tree,
     service_port,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

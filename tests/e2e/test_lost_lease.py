@@ -28,7 +28,7 @@ from pyccm.protocol.messages import SessionId, Topic
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.replica import Replica
-from tests.bus.conftest import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from pyccm.demo import World, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
 from pyccm.protocol.views import Node
-from tests.bus.conftest import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,7 @@ from pyccm.demo import World, process_tree, simulators
 from pyccm.kubeapi.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
 from pyccm.protocol.views import Node
-from tests.bus.conftest import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Tree, initialized, internal_ip, running_tree, wait_for
+from tests.support.tree import Tree, initialized, internal_ip, running_tree
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import Tree, initialized, running_tree, supervisorctl, wait_for
+from tests.support.tree import Tree, initialized, running_tree, supervisorctl
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

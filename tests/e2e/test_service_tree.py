@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import (
+from tests.support.tree import (
     FINALIZER,
     LB_ID,
     LB_KINDS,
@@ -29,8 +29,8 @@ from tests.e2e.conftest import (
     running_tree,
     service_port,
     supervisorctl,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

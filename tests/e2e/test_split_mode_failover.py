@@ -44,8 +44,9 @@ from prometheus_client.samples import Sample
 from pyccm.demo import World, simulators
 from pyccm.logs import parse_time
 from pyccm.protocol.exposition import REPORT_INTERVAL
-from tests.bus.conftest import free_port
-from tests.e2e.conftest import Kube, initialized, wait_for
+from tests.support.ports import free_port
+from tests.support.tree import Kube, initialized
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ import pytest
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.bus.conftest import eventually
+from tests.support.waiting import eventually
 
 # Short timings keep the test quick; the ratios are upstream's (lease > renew > 1.2 x retry).
 FAST = ElectionSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)

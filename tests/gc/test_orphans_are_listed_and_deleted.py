@@ -12,8 +12,8 @@ import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.gc.conftest import lb_service, pyccm
-from tests.provider_lb.conftest import MakeLbs, ensure, nodes, service
+from tests.support.cli import lb_service, pyccm
+from tests.support.lb import MakeLbs, ensure, nodes, service
 
 OTHER = "22222222-2222-2222-2222-222222222222"
 

@@ -14,7 +14,7 @@ import pytest
 from pyccm.sim.kube.testing import KubeSimHandle
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
-from tests.gc.conftest import pyccm
+from tests.support.cli import pyccm
 
 OTHER = "22222222-2222-2222-2222-222222222222"
 OURS_CIDR, OTHER_CIDR = "10.64.0.0/16", "10.65.0.0/16"

@@ -14,7 +14,7 @@ from pyccm.manager.store import Cache
 from pyccm.protocol.messages import Delta, SessionId
 from pyccm.protocol.views import Node
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.bus.conftest import eventually
+from tests.support.waiting import eventually
 
 
 def relists(cause: str) -> float:

@@ -1,6 +1,15 @@
-"""The OpenStack simulator and provider fixtures of the provider tests, for
-test_against_the_openstack_simulator.py (started only when a test asks for them)."""
+"""The provider tests' OpenStack simulator (four nodes), for
+test_against_the_openstack_simulator.py (started only when a test asks for it)."""
 
 from __future__ import annotations
 
-from tests.provider.conftest import make_cloud, openstack_sim, sim  # noqa: F401
+from typing import Any
+
+import pytest
+
+from tests.support.openstack import SMALL_SEED
+
+
+@pytest.fixture
+def openstack_seed() -> dict[str, Any]:
+    return SMALL_SEED

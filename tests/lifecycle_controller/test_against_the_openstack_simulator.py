@@ -18,7 +18,7 @@ from pyccm.workers.lifecycle.controller import (
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
-from tests.provider.conftest import SEED_NODES, MakeCloud
+from tests.support.openstack import SEED_NODES, MakeCloud
 
 NODES = 300
 PAGE = 50

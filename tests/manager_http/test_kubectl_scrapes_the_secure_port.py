@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pyccm.manager.serving import ServingSettings
-from tests.manager_http.conftest import GARBAGE_TOKEN, PAIR, READER_TOKEN, STRANGER_TOKEN, serving
+from tests.support.https import GARBAGE_TOKEN, PAIR, READER_TOKEN, STRANGER_TOKEN, serving
 
 pytestmark = [
     pytest.mark.kubectl,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.manager_http.conftest import (
+from tests.support.https import (
     CCM_TOKEN,
     CCM_USER,
     GARBAGE_TOKEN,
@@ -29,13 +29,13 @@ from tests.manager_http.conftest import (
     Reply,
     der_of,
     fetch,
-    free_port,
     mark,
     peer_certificate,
     reviews,
     trusting,
-    wait_for,
 )
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

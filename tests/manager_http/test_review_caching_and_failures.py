@@ -15,7 +15,7 @@ from pyccm.kubeapi.reviews import ReviewSettings, with_backoff
 from pyccm.manager.access import AccessSettings
 from pyccm.manager.serving import ServingSettings
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.manager_http.conftest import (
+from tests.support.https import (
     PAIR,
     READER_USER,
     STRANGER_USER,

@@ -17,7 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pyccm.manager.serving import ServingSettings
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.manager_http.conftest import (
+from tests.support.https import (
     CERT_READER,
     PAIR,
     READER_TOKEN,

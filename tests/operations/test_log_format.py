@@ -23,13 +23,8 @@ import pytest
 
 from pyccm.logs import JsonFormatter, TextFormatter, parse_time, rfc3339
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.e2e.conftest import wait_for
-from tests.operations.conftest import (
-    check_fields,
-    json_records,
-    pyccm,
-    text_records,
-)
+from tests.support.logs import check_fields, json_records, pyccm, text_records
+from tests.support.waiting import wait_for
 
 Parse = Callable[[str], list[dict[str, Any]]]
 PARSERS: dict[str, Parse] = {"json": json_records, "text": text_records}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,8 +29,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pyccm.demo import World, process_tree, simulators
 from pyccm.protocol.addresses import bus_addresses
-from tests.e2e.conftest import REPO, Cloud, Kube, ingress_ips, wait_for
-from tests.operations.conftest import admin_token, manager_get
+from tests.support.logs import admin_token, manager_get
+from tests.support.ports import free_port
+from tests.support.tree import REPO, Cloud, Kube, ingress_ips
+from tests.support.waiting import wait_for
 
 MONITORING = REPO / "deploy" / "monitoring"
 CONVERGE = 60.0
@@ -122,13 +123,6 @@ def test_the_dashboard_and_the_rules_cover_what_the_issue_names() -> None:
 class Scraped:
     samples: dict[str, list[tuple[dict[str, str], float]]]  # sample name -> labels, value
     at: float
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def scrape(port: int, world: World) -> Scraped:

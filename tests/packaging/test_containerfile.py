@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -28,8 +27,6 @@ import pytest
 
 from pyccm.demo import simulators
 from pyccm.sim.scenario import CLUSTER_CIDR
-from tests.e2e.conftest import Kube, initialized, wait_for
-from tests.operations.conftest import check_fields, manager_get
 from tests.packaging.containerfile import (
     Instruction,
     Stage,
@@ -40,6 +37,10 @@ from tests.packaging.containerfile import (
     stage,
     substitute,
 )
+from tests.support.logs import check_fields, manager_get
+from tests.support.ports import free_port
+from tests.support.tree import Kube, initialized
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 # The image's own directories: the scratch root stands in for them. Everything else a step
@@ -307,13 +308,6 @@ def test_the_installed_pyccm_is_the_wheel_in_the_venv(image: Image) -> None:
     # Installed, not a link to a checkout: the runtime stage has no sources.
     assert Path(where).is_relative_to(image.scratch.path("/app/.venv")), where
     assert not (image.workdir / "pyccm").exists()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.mark.e2e

@@ -16,8 +16,8 @@ from pyccm.sim.kube.testing import KubeSimHandle
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.runtime.oneshot import nodes
 from pyccm.workers.service.policy import is_backend
-from tests.gc.conftest import lb_service, pyccm
-from tests.provider_lb.conftest import MakeLbs, ensure
+from tests.support.cli import lb_service, pyccm
+from tests.support.lb import MakeLbs, ensure
 
 LB_METHOD = "loadbalancer.openstack.org/lb-method"
 

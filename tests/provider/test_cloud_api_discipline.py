@@ -14,7 +14,8 @@ from pyccm.provider.errors import CloudError, InstanceNotFound, RetryAfter
 from pyccm.provider.interface import Instances
 from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider.conftest import CloudUnderTest, MakeCloud, node
+from tests.support.nodes import node
+from tests.support.openstack import CloudUnderTest, MakeCloud
 
 REQUESTS = "openstack_api_requests_total"
 ERRORS = "openstack_api_request_errors_total"

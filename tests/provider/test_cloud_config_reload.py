@@ -22,8 +22,9 @@ from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.reload import HIDDEN
 from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider.conftest import CloudUnderTest, MakeCloud, node
-from tests.provider_lb.conftest import ensure, nodes, service
+from tests.support.lb import ensure, nodes, service
+from tests.support.nodes import node
+from tests.support.openstack import CloudUnderTest, MakeCloud
 
 ROTATED = "rotated-pyccm-password"
 

@@ -10,7 +10,8 @@ from pyccm.provider.errors import AmbiguousInstance, InstanceNotFound, InvalidPr
 from pyccm.provider.interface import Instances
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
-from tests.provider.conftest import MakeCloud, create_server, node
+from tests.support.nodes import node
+from tests.support.openstack import MakeCloud, create_server
 
 
 def instances_of(make_cloud: MakeCloud, extra: str = "", **options: Any) -> Instances:

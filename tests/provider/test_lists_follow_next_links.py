@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pyccm.provider.openstack.resources import Port
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider.conftest import SEED_NODES, MakeCloud
+from tests.support.openstack import SEED_NODES, MakeCloud
 
 
 def test_a_paged_port_list_is_read_to_its_last_page(

@@ -14,7 +14,8 @@ from pyccm.provider.openstack.routes import OpenStackRoutes, limit_refusal, stat
 from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
-from tests.provider.conftest import MakeCloud, node
+from tests.support.nodes import node
+from tests.support.openstack import MakeCloud
 
 NO_ATOMIC = {"extraroute-atomic"}
 

@@ -31,7 +31,7 @@ from pyccm.provider.openstack.loadbalancer.verified import SETTLED
 from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.calllog import Call
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
-from tests.provider_lb.conftest import nodes, service, with_annotations
+from tests.support.lb import nodes, service, with_annotations
 
 # Upstream (reference §3.14), default cloud.conf with subnet-id and floating-network-id,
 # tags supported, security groups unmanaged, one ACTIVE poll per write.

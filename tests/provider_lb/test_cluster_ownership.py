@@ -9,7 +9,7 @@ import pytest
 
 from pyccm.provider.errors import OwnedByAnotherCluster
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
+from tests.support.lb import (
     MakeLbs,
     converge,
     delete,

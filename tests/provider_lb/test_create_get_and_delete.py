@@ -7,16 +7,7 @@ from pyccm.protocol.views import LoadBalancerIngress
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
-from tests.provider_lb.conftest import (
-    converge,
-    delete,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import converge, delete, ensure, nodes, one, service, with_annotations, writes
 
 LB_NAME = "kube_service_kubernetes_default_web"
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"

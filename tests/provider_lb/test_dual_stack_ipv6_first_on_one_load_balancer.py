@@ -6,19 +6,27 @@ test_beyond_upstream_on_real_openstack.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import MakeLbs, delete, ensure, with_status
 from tests.provider_lb.test_dual_stack_services import (
     assert_nothing_left,
     dual_nodes,
     dual_service,
     lbs_at,
-    openstack_sim,
 )
-
-__all__ = ["openstack_sim"]  # this module's tenant network is dual-stack too
+from tests.support.lb import MakeLbs, delete, ensure, with_status
+from tests.support.openstack import DUAL_STACK_SEED
 
 IPV6_FIRST = ("IPv6", "IPv4")
+
+
+@pytest.fixture
+def openstack_seed() -> dict[str, Any]:
+    """This module's tenant network is dual-stack too."""
+    return DUAL_STACK_SEED
 
 
 def test_the_ipv4_additional_vip_gets_the_floating_ip(

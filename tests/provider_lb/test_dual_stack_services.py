@@ -6,7 +6,6 @@ after deletion; an IPv6-only Service on an IPv4 `subnet-id` still gets an IPv6 V
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -19,9 +18,9 @@ from pyccm.protocol.views import (
     Service,
 )
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import node_internal_ipv6
-from tests.provider_lb.conftest import (
+from tests.support.lb import (
     MakeLbs,
     converge,
     delete,
@@ -31,17 +30,17 @@ from tests.provider_lb.conftest import (
     with_spec,
     with_status,
 )
+from tests.support.openstack import DUAL_STACK_SEED
 
 CLUSTER_ID = "11111111-2222-3333-4444-555555555555"
 NAME = "kube_service_kubernetes_default_web"
 DUAL = {"ip_families": ("IPv4", "IPv6"), "ip_family_policy": "PreferDualStack"}
 
 
-@pytest.fixture(scope="module")
-def openstack_sim() -> Iterator[OpenStackSimHandle]:
-    """Overrides the session's IPv4-only simulator: this module's tenant network is dual-stack."""
-    with running_openstack_sim(seed_nodes=4, provisioning_delay_s=0.0, dual_stack=True) as handle:
-        yield handle
+@pytest.fixture
+def openstack_seed() -> dict[str, Any]:
+    """Not the session's IPv4-only simulator: this module's tenant network is dual-stack."""
+    return DUAL_STACK_SEED
 
 
 def dual_nodes(count: int = 3, *, v4_only: tuple[int, ...] = (2,)) -> list[Node]:

@@ -9,7 +9,7 @@ import pytest
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import ensure, nodes, one, service
+from tests.support.lb import ensure, nodes, one, service
 
 FAMILIES = ("IPv4", "IPv6")
 

@@ -8,7 +8,7 @@ import pytest
 from pyccm.provider.errors import CloudError, RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import converge, nodes, one, service, with_annotations
+from tests.support.lb import converge, nodes, one, service, with_annotations
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 

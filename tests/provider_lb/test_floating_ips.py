@@ -10,15 +10,7 @@ import pytest
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    MakeLbs,
-    delete,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-)
+from tests.support.lb import MakeLbs, delete, ensure, nodes, one, service, with_annotations
 
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
 KEEP = "loadbalancer.openstack.org/keep-floatingip"

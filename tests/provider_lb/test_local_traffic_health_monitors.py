@@ -12,14 +12,7 @@ from pyccm.protocol.views import Service
 from pyccm.provider.interface import LoadBalancers, ProviderEvent
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    MakeLbs,
-    ensure,
-    nodes,
-    service,
-    with_annotations,
-    with_spec,
-)
+from tests.support.lb import MakeLbs, ensure, nodes, service, with_annotations, with_spec
 
 HEALTH_CHECK_PORT = 32000
 

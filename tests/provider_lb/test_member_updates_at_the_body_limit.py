@@ -14,16 +14,7 @@ from pyccm.provider.openstack.loadbalancer.desired import PoolSpec
 from pyccm.provider.openstack.loadbalancer.resources import Member
 from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    converge,
-    ensure,
-    nodes,
-    one,
-    reads,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import converge, ensure, nodes, one, reads, service, with_annotations, writes
 
 ONE_PORT = ((80, 30080, "TCP"),)
 MEMBERS = "lbaas/pools/{id}/members"

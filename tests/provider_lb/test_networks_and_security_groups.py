@@ -11,16 +11,7 @@ import msgspec
 from pyccm.protocol.views import Node, NodeAddress, NodeStatus
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    MakeLbs,
-    delete,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import MakeLbs, delete, ensure, nodes, one, service, with_annotations, writes
 
 P = "loadbalancer.openstack.org/"
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"

@@ -10,15 +10,7 @@ from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer.api import Api
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    ensure,
-    nodes,
-    one,
-    service,
-    vip_subnet,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import ensure, nodes, one, service, vip_subnet, with_annotations, writes
 
 
 def test_a_pending_load_balancer_is_retried_after_a_growing_delay_without_writes(

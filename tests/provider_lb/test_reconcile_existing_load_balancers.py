@@ -10,15 +10,7 @@ from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
-from tests.provider_lb.conftest import (
-    converge,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import converge, ensure, nodes, one, service, with_annotations, writes
 
 
 def listener_keys(sim: OpenStackSimHandle) -> list[tuple[str, int]]:

@@ -11,15 +11,7 @@ from pyccm.protocol.views import LoadBalancerIngress
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    MakeLbs,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import MakeLbs, ensure, nodes, one, service, with_annotations, writes
 
 P = "loadbalancer.openstack.org/"
 

@@ -10,16 +10,7 @@ from pyccm.protocol.views import Service
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    MakeLbs,
-    delete,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import MakeLbs, delete, ensure, nodes, one, service, with_annotations, writes
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 A = "kube_service_kubernetes_default_a"

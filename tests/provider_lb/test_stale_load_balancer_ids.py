@@ -10,15 +10,7 @@ import pytest
 from pyccm.provider.errors import CloudError, RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    delete,
-    ensure,
-    nodes,
-    one,
-    service,
-    with_annotations,
-    writes,
-)
+from tests.support.lb import delete, ensure, nodes, one, service, with_annotations, writes
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 # A well-formed id that no load balancer of the simulator has.

@@ -11,7 +11,7 @@ from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
 from pyccm.provider.openstack.loadbalancer.verified import SETTLED, Verified
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
+from tests.support.lb import (
     cloud_calls,
     delete,
     ensure,

@@ -21,8 +21,8 @@ from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
-from tests.provider.conftest import MakeCloud
-from tests.route_controller.conftest import conditions_of
+from tests.support.openstack import MakeCloud
+from tests.support.routes import conditions_of
 
 
 def seeded_node(index: int) -> Node:

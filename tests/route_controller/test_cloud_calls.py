@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pyccm.protocol.views import Node
 from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import Route, RouteFailure, Routes
-from tests.route_controller.conftest import Harness, build, make_node
+from tests.support.routes import Harness, build, make_node
 
 
 class Recording:

@@ -7,7 +7,7 @@ import pytest
 from pyccm.protocol.messages import ObjectRef, PatchNodeStatus
 from pyccm.protocol.views import NodeCondition
 from pyccm.provider.errors import CloudError
-from tests.route_controller.conftest import Harness, conditions_of, events_of, make_node
+from tests.support.routes import Harness, conditions_of, events_of, make_node
 
 
 def test_a_routed_node_gets_network_unavailable_false_route_created(harness: Harness) -> None:

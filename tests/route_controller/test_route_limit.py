@@ -12,14 +12,7 @@ from pyccm.protocol.messages import Action
 from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteSettings
 from pyccm.workers.runtime.controller import SyncFailed
-from tests.route_controller.conftest import (
-    CLUSTER_CIDRS,
-    Harness,
-    build,
-    conditions_of,
-    events_of,
-    make_node,
-)
+from tests.support.routes import CLUSTER_CIDRS, Harness, build, conditions_of, events_of, make_node
 
 FIVE = range(1, 6)
 

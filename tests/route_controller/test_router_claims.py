@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 
 from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteSettings
-from tests.route_controller.conftest import CLUSTER_CIDRS, build, events_of, make_node
+from tests.support.routes import CLUSTER_CIDRS, build, events_of, make_node
 
 OURS = "11111111-1111-1111-1111-111111111111"
 THEIRS = "22222222-2222-2222-2222-222222222222"

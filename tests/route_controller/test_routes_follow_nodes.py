@@ -6,7 +6,7 @@ import ipaddress
 
 from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteSettings
-from tests.route_controller.conftest import Harness, build, make_node
+from tests.support.routes import Harness, build, make_node
 
 
 def seed_route(cloud: FakeCloud, destination: str, next_hop: str) -> None:

@@ -14,7 +14,7 @@ from pyccm.workers.route.controller import RouteController, RouteSettings
 from pyccm.workers.runtime.commit import Committer
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.runtime.runner import Runner, RunnerSettings
-from tests.route_controller.conftest import CLUSTER_CIDRS, make_node
+from tests.support.routes import CLUSTER_CIDRS, make_node
 
 
 class Acking:

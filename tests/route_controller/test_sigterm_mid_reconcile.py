@@ -23,7 +23,8 @@ import pytest
 from pyccm.demo import REPO, World, simulators
 from pyccm.kubeapi.client import STRATEGIC_MERGE_PATCH
 from pyccm.sim.scenario import CLUSTER_CIDR, node_name
-from tests.e2e.conftest import Cloud, Kube, wait_for
+from tests.support.tree import Cloud, Kube
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ from pyccm.protocol.messages import Topic
 from pyccm.protocol.views import Node, NodeAddress, NodeCondition, NodeStatus
 from pyccm.provider.errors import CloudError, RetryAfter
 from pyccm.workers.route.controller import KEY
-from tests.route_controller.conftest import Harness, make_node
+from tests.support.routes import Harness, make_node
 
 NODE = make_node("n1", cidrs=("10.244.1.0/24",), ips=("10.0.0.11",))
 

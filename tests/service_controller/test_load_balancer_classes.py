@@ -18,7 +18,7 @@ from pyccm.protocol.projections import VIEWS, project, views
 from pyccm.protocol.views import LoadBalancerIngress, LoadBalancerStatus, Service, ServiceStatus
 from pyccm.workers.service.controller import ServiceSettings
 from pyccm.workers.service.policy import FINALIZER
-from tests.service_controller.conftest import Harness, harness, make_service
+from tests.support.services import Harness, harness, make_service
 
 OURS = "example.com/ours"
 THEIRS = "example.com/theirs"

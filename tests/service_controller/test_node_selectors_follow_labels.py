@@ -13,8 +13,8 @@ from pyccm.protocol.views import Node, OwnerMeta, Service
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.fake import ANNOTATION_NODE_SELECTOR
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import MakeLbs, nodes, service
-from tests.service_controller.conftest import Harness, harness, make_node, make_service
+from tests.support.lb import MakeLbs, nodes, service
+from tests.support.services import Harness, harness, make_node, make_service
 
 NODE_SELECTOR = "loadbalancer.openstack.org/node-selector"
 

@@ -8,8 +8,8 @@ from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.service.policy import FINALIZER
-from tests.provider_lb.conftest import MakeLbs, nodes, service, writes
-from tests.service_controller.conftest import Harness, harness
+from tests.support.lb import MakeLbs, nodes, service, writes
+from tests.support.services import Harness, harness
 
 KEY = "default/web"
 

@@ -10,7 +10,7 @@ from pyccm.protocol.messages import RecordEvent
 from pyccm.workers.service.controller import ServiceSettings
 from pyccm.workers.service.orphans import ORPHANS
 from pyccm.workers.service.policy import Shard
-from tests.service_controller.conftest import harness, make_service
+from tests.support.services import harness, make_service
 
 
 def orphaned(kind: str) -> float | None:

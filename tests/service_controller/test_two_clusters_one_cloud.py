@@ -12,8 +12,8 @@ from pyccm.protocol.messages import RecordEvent
 from pyccm.provider.errors import RetryAfter
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.runtime.controller import SyncFailed
-from tests.provider_lb.conftest import MakeLbs, nodes, service
-from tests.service_controller.conftest import Harness, harness
+from tests.support.lb import MakeLbs, nodes, service
+from tests.support.services import Harness, harness
 
 ONE = "11111111-1111-1111-1111-111111111111"
 TWO = "22222222-2222-2222-2222-222222222222"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import http
+from tests.support.kube_http import http
 
 
 @pytest.mark.parametrize(

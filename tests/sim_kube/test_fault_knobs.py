@@ -7,7 +7,7 @@ import json
 import threading
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import http, watch_lines
+from tests.support.kube_http import http, watch_lines
 
 
 def test_an_error_rate_fails_only_its_verb(kube: KubeSimHandle) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import as_json, http
+from tests.support.kube_http import as_json, http
 
 
 def _names(items: list[dict[str, object]]) -> list[object]:

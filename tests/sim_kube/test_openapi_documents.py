@@ -16,7 +16,7 @@ from kubernetes import client as typed_client
 from pyccm.sim.kube.resources import ALL_RESOURCES
 from pyccm.sim.kube.schema import ListOf, MapOf, Shape, Struct
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import http
+from tests.support.kube_http import http
 
 client: Any = typed_client
 

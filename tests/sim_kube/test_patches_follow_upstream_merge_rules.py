@@ -12,7 +12,7 @@ import pytest
 from pyccm.sim.kube.patch import PatchError, json_patch, strategic_merge_patch
 from pyccm.sim.kube.resources import NODES, SERVICES
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import http
+from tests.support.kube_http import http
 
 
 def _node(kube: KubeSimHandle, name: str = "node-0000") -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 from pyccm.sim.kube.seed import SERVICE_NAMESPACES
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.sim.scenario import seed_node
-from tests.sim_kube.conftest import as_json
+from tests.support.kube_http import as_json
 
 
 def test_seeded_nodes_match_the_shared_scenario(core: Any) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.sim_kube.conftest import client
+from tests.support.kube_http import client
 
 READY = re.compile(r"^pyccm sim kube: ready at (http://127\.0\.0\.1:\d+) \(kubeconfig: (.+)\)$")
 

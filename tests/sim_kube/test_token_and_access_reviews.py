@@ -12,7 +12,7 @@ import pytest
 
 from pyccm.sim.kube.settings import User
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.sim_kube.conftest import Reply, http
+from tests.support.kube_http import Reply, http
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"

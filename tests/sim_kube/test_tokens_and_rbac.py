@@ -10,7 +10,7 @@ import pytest
 from pyccm.sim.kube.auth import parse_token_file
 from pyccm.sim.kube.settings import User
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.sim_kube.conftest import http
+from tests.support.kube_http import http
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 CCM_TOKEN = "ccm-token"

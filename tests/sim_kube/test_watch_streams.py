@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import http, watch, watch_lines
+from tests.support.kube_http import http, watch, watch_lines
 
 
 def _events(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:

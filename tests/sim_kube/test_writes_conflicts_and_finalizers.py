@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import as_json, client, http
+from tests.support.kube_http import as_json, client, http
 
 
 def _error(excinfo: pytest.ExceptionInfo[Any]) -> dict[str, object]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.sim_kube.conftest import Reply, http
+from tests.support.kube_http import Reply, http
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 APPLY = "application/apply-patch+yaml"

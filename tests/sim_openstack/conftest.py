@@ -1,4 +1,5 @@
-"""One simulator per test session, returned to its seeded state before every test.
+"""One simulator per test session (tests/support/openstack.py, OpenStackSims), returned to
+its seeded state before every test.
 
 The seeded cloud: nodes 0..5 of `sim.scenario`; node 1 is SHUTOFF, node 2 has no server
 (deleted VM), node 3 has a floating IP; zones alternate az-1/az-2.
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from tests.support.openstack import OpenStackSims
 
 SEED: dict[str, Any] = {
     "seed_nodes": 6,
@@ -20,12 +22,12 @@ SEED: dict[str, Any] = {
     "floating_ips": {3},
     "zones": ("az-1", "az-2"),
 }
+DUAL_SEED: dict[str, Any] = {"seed_nodes": 2, "provisioning_delay_s": 0.0, "dual_stack": True}
 
 
 @pytest.fixture(scope="session")
-def session_sim() -> Iterator[OpenStackSimHandle]:
-    with running_openstack_sim(**SEED) as handle:
-        yield handle
+def session_sim(openstack_sims: OpenStackSims) -> OpenStackSimHandle:
+    return openstack_sims.get(SEED)
 
 
 @pytest.fixture
@@ -47,11 +49,10 @@ def conn(sim: OpenStackSimHandle, session_conn: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
-def session_dual_sim() -> Iterator[OpenStackSimHandle]:
+def session_dual_sim(openstack_sims: OpenStackSims) -> OpenStackSimHandle:
     """A second simulator whose tenant network is dual-stack (an IPv6 subnet, and an IPv6
     fixed IP on every node port), for the modules that need one."""
-    with running_openstack_sim(seed_nodes=2, provisioning_delay_s=0.0, dual_stack=True) as sim:
-        yield sim
+    return openstack_sims.get(DUAL_SEED)
 
 
 @pytest.fixture

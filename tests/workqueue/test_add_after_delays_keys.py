@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.queue import WorkQueue
-
-from .conftest import Background
+from tests.support.waiting import Background
 
 
 def test_a_delayed_key_is_ready_only_when_its_delay_has_passed(

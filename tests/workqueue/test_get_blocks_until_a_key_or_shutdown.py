@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.queue import WorkQueue
-
-from .conftest import Background
+from tests.support.waiting import Background
 
 
 def test_a_blocked_get_returns_the_key_that_is_added(

@@ -15,8 +15,7 @@ from prometheus_client import CollectorRegistry
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.queue import WorkQueue
 from pyccm.workers.runtime.ratelimit import service_controller_rate_limiter
-
-from .conftest import sample
+from tests.support.workqueue import sample
 
 
 def test_depth_counts_keys_waiting_including_dirty_keys_in_flight(

@@ -17,8 +17,7 @@ from prometheus_client import CollectorRegistry
 from pyccm.workers.runtime.clock import MONOTONIC, FakeClock
 from pyccm.workers.runtime.queue import WorkQueue
 from pyccm.workers.runtime.ratelimit import ItemExponentialRateLimiter
-
-from .conftest import CONTROLLER, NAME
+from tests.support.workqueue import CONTROLLER, NAME
 
 KEYS = st.sampled_from(["a", "b", "c", "d"])
 

@@ -1,23 +1,21 @@
-"""One OpenStack simulator per session (reset before each test) and the Octavia provider.
+"""Driving the Octavia provider against the OpenStack simulator (tests/provider_lb, the
+service controller's, gc's and plan's tests).
 
-`make_lbs` builds the OpenStack provider's `LoadBalancers` from the simulator's own
-`cloud.conf` plus extra lines; `converge` repeats a call while it raises `RetryAfter`, as
-the service worker would (without sleeping: the simulator's provisioning delay is 0), and
-returns the outcome with the delays it was asked to wait. Services and Nodes are built from
-the seeded scenario, so member addresses are the simulated servers' addresses.
+`converge` repeats a call while it raises `RetryAfter`, as the service worker would
+(without sleeping: the simulator's provisioning delay is 0), and returns the outcome with
+the delays it was asked to wait. Services and Nodes are built from the seeded scenario, so
+member addresses are the simulated servers' addresses. The `make_lbs` fixture
+(tests/support/fixtures.py) builds the provider's `LoadBalancers`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-import pytest
-from prometheus_client import CollectorRegistry
 
 from pyccm.protocol.messages import RecordEvent
 from pyccm.protocol.views import (
@@ -34,99 +32,16 @@ from pyccm.protocol.views import (
 )
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
-from pyccm.provider.openstack.client import build_client
-from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
-from pyccm.provider.openstack.loadbalancer.api import Api, PendingBackoff
-from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.calllog import Call, Seq
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
 from pyccm.workers.runtime.controller import SyncFailed
 
-SEED_NODES = 12
 T = TypeVar("T")
 
 
-@pytest.fixture(scope="session")
-def openstack_sim() -> Iterator[OpenStackSimHandle]:
-    with running_openstack_sim(seed_nodes=SEED_NODES, provisioning_delay_s=0.0) as handle:
-        yield handle
-
-
-@pytest.fixture
-def sim(openstack_sim: OpenStackSimHandle) -> OpenStackSimHandle:
-    openstack_sim.reset()
-    # reset() restores the default knobs (50 ms provisioning); these tests run at zero.
-    openstack_sim.set_knobs(provisioning_delay_s=0.0)
-    return openstack_sim
-
-
 MakeLbs = Callable[..., LoadBalancers]
-
-
-@pytest.fixture
-def make_lbs(sim: OpenStackSimHandle, tmp_path: Path) -> Iterator[MakeLbs]:
-    """`make_lbs("[LoadBalancer]\\ncreate-monitor = true")`: a fresh provider (no memory)."""
-    clouds: list[OpenStackCloud] = []
-
-    def make(
-        extra: str = "",
-        *,
-        conf: str | None = None,
-        cluster: str = "kubernetes",
-        cluster_id: str = "",
-    ) -> Any:
-        path = tmp_path / f"cloud-{len(clouds)}.conf"
-        base = sim.cloud_conf_path.read_text() if conf is None else conf
-        path.write_text(base + "\n" + extra + "\n")
-        provider_settings = ProviderSettings(
-            cloud_config=path,
-            cluster_name=cluster,
-            cluster_id=cluster_id,
-            cloud_api_qps=1000.0,
-            cloud_api_burst=1000,
-        )
-        settings = load_settings(path, environ={})
-        client = build_client(
-            settings=settings,
-            provider_settings=provider_settings,
-            registry=CollectorRegistry(),
-            sleep=lambda _: None,
-        )
-        cloud = OpenStackCloud(
-            client=client, settings=settings, provider_settings=provider_settings
-        )
-        clouds.append(cloud)
-        lbs = cloud.load_balancers()
-        assert lbs is not None
-        return lbs
-
-    yield make
-    for cloud in clouds:
-        cloud.close()
-
-
-@pytest.fixture
-def lbs(make_lbs: MakeLbs) -> LoadBalancers:
-    return make_lbs()
-
-
-@pytest.fixture
-def api(sim: OpenStackSimHandle) -> Iterator[Api]:
-    """The load-balancer code's REST calls alone, on the simulator's own `cloud.conf`."""
-    provider_settings = ProviderSettings(
-        cloud_config=sim.cloud_conf_path, cloud_api_qps=1000.0, cloud_api_burst=1000
-    )
-    settings = load_settings(sim.cloud_conf_path, environ={})
-    client = build_client(
-        settings=settings,
-        provider_settings=provider_settings,
-        registry=CollectorRegistry(),
-        sleep=lambda _: None,
-    )
-    yield Api(client=client, backoff=PendingBackoff())
-    client.close()
 
 
 def vip_subnet(sim: OpenStackSimHandle) -> str:

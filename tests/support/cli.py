@@ -1,6 +1,5 @@
-"""Both simulators, the provider of a given cluster id on the OpenStack one, and the
-`pyccm` command run as a process against them (its exit code and output are what an
-operator sees)."""
+"""The `pyccm` command run as a process (its exit code and output are what an operator
+sees), and the LoadBalancer Service it acts on (tests/gc, tests/plan)."""
 
 from __future__ import annotations
 
@@ -8,38 +7,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pyccm.kubeapi.client import KubeClient, KubeSettings
-from pyccm.kubeapi.cluster import read_cluster_id
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.provider_lb.conftest import make_lbs, openstack_sim, sim
-
-__all__ = ["make_lbs", "openstack_sim", "sim"]
-
-
-@pytest.fixture(scope="module")
-def kube() -> Iterator[KubeSimHandle]:
-    with running_kube_sim() as handle:
-        yield handle
-
-
-@pytest.fixture
-def cluster_id(kube: KubeSimHandle) -> str:
-    client = KubeClient(settings=KubeSettings(kubeconfig=str(kube.kubeconfig_path)))
-    try:
-        return read_cluster_id(client)
-    finally:
-        client.close()
-
 
 def lb_service(name: str, namespace: str = "default") -> dict[str, Any]:
-    """A LoadBalancer Service for the kube simulator, as `tests.provider_lb.conftest.service`
+    """A LoadBalancer Service for the kube simulator, as `tests.support.lb.service`
     builds it for the provider (ports 80 and 443)."""
     return {
         "apiVersion": "v1",

@@ -1,5 +1,5 @@
-"""What the operations tests share: `pyccm` child processes, their log lines read back in
-either format, and the manager's HTTP endpoints as a scraper or a probe reads them."""
+"""`pyccm` child processes, their log lines read back in either format, and the manager's
+HTTP endpoints as a scraper or a probe reads them (tests/operations)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def manager_get(
     port: int, path: str, *, token: str = "", timeout: float = 5.0
 ) -> tuple[int, bytes]:
     """(status, body) of GET `path` on the manager's --secure-port, as a scraper or a
-    probe gets it. The one place the tests of this folder talk to that port: HTTPS with
+    probe gets it. The one place the tests talk to that port: HTTPS with
     the bearer token when the manager serves TLS (its certificate is self-signed), plain
     HTTP otherwise. Connection errors raise (OSError); a probe waits on them."""
     unverified = ssl.create_default_context()

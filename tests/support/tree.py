@@ -1,10 +1,6 @@
-"""What the e2e tests of the service and route workers share: a started process tree, the
-Kubernetes API and the OpenStack simulator's admin API as a test reads them, and polling
-with a deadline.
-
-The process tree reacts asynchronously, so every test waits for a condition to hold (or
-fails with the last thing it saw); nothing sleeps and hopes.
-"""
+"""A started process tree (both simulators and supervisord), the Kubernetes API and the
+OpenStack simulator's admin API as a test reads them (tests/e2e, the deploy, packaging and
+operations tests, the benches)."""
 
 from __future__ import annotations
 
@@ -15,14 +11,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 import pytest
@@ -32,30 +27,11 @@ from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
 from pyccm.sim.scenario import CLUSTER_CIDR
 
-T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 # Octavia and Neutron kinds a Service's load balancer is made of (the simulator's names).
 LB_KINDS = ("loadbalancer", "listener", "pool", "member", "healthmonitor", "floatingip", "port")
-# How often a condition is re-checked: often enough to see a one-second state, rarely
-# enough not to load a 2-core machine that also runs the tree.
-POLL_INTERVAL = 0.1
-
-
-def wait_for(
-    probe: Callable[[], T | None], *, timeout: float, what: str, poll: float = POLL_INTERVAL
-) -> T:
-    """Poll `probe` until it returns something truthy; return it. On timeout, fail with
-    `what` and the last value seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = probe()
-        if seen:
-            return seen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f}s: {what}; last seen: {seen!r}")
-        time.sleep(poll)
 
 
 class Cloud:

@@ -1,0 +1,71 @@
+"""The kube simulator on the wire: the official client's modules, client models back as
+API JSON, raw HTTP requests and whole watch streams (tests/sim_kube)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as typed_client
+from kubernetes import watch as typed_watch
+
+from pyccm.sim.kube.testing import KubeSimHandle
+
+# The client's pydantic models make every field Optional; the tests read API JSON instead
+# (as_json) and treat the client modules as untyped.
+client: Any = typed_client
+watch: Any = typed_watch
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+_SERIALIZER = client.ApiClient()
+
+
+def as_json(model: object) -> Any:
+    """A client model back as API JSON (camelCase), so assertions read like the wire and
+    the client's Optional-everywhere models need no None checks."""
+    return _SERIALIZER.sanitize_for_serialization(model)
+
+
+def http(
+    kube: KubeSimHandle,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    *,
+    content_type: str = "application/json",
+    token: str | None = "admin",
+    accept: str = "application/json",
+) -> Reply:
+    """One raw HTTP request; `token="admin"` sends the admin token, None sends none."""
+    headers = {"Accept": accept}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    if token is not None:
+        headers["Authorization"] = f"Bearer {kube.token if token == 'admin' else token}"
+    request = urllib.request.Request(kube.url + path, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return Reply(response.status, dict(response.headers), response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return Reply(error.code, dict(error.headers), error.read())
+
+
+def watch_lines(kube: KubeSimHandle, path: str) -> list[dict[str, Any]]:
+    """Read a whole (time-limited) watch stream as decoded events."""
+    reply = http(kube, "GET", path)
+    assert reply.status == 200, reply.body
+    return [json.loads(line) for line in reply.body.splitlines() if line.strip()]
