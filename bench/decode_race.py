@@ -15,6 +15,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from pyccm import lifetime
+
 CHILD = r"""
 import gc, json, sys, threading
 import msgspec
@@ -53,7 +55,7 @@ for t in threads: t.join()
 def died(mode: str, runs: int) -> int:
     return sum(
         subprocess.run(
-            [sys.executable, "-c", CHILD, mode], check=False, capture_output=True
+            [sys.executable, "-c", CHILD, mode], check=False, capture_output=True, **lifetime.tied()
         ).returncode
         != 0
         for _ in range(runs)

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import zmq
 
+from pyccm import lifetime
 from pyccm.demo import World, process_tree, simulators
 from pyccm.kubeapi.errors import AlreadyExists, KubeError, NotFound
 from pyccm.sim.kube.runtime import write_kubeconfig
@@ -893,8 +894,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: time)")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
     args = parser.parse_args(argv)
-    # A SIGTERM unwinds like Ctrl-C, so the trees and simulators are stopped, not orphaned.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM and SIGHUP unwind like Ctrl-C (whatever this process inherited), so the trees
+    # and simulators are stopped, not orphaned; a SIGKILL sends each of them SIGTERM.
+    lifetime.stop_on_signals()
     seed = args.seed or int(time.time())
     random.seed(seed)
     workdir = Path(tempfile.mkdtemp(prefix="pyccm-faults-"))

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pyccm import lifetime
+
 RESULTS = Path(__file__).parent / "results"
 TOKEN = "bench-admin-token"
 NODES, SERVICES = 5_000, 10_000
@@ -62,7 +64,7 @@ def start_sim(scratch: Path) -> Sim:
         "--kubeconfig-out", str(scratch / "kubeconfig"),
         "--seed-nodes", str(NODES), "--seed-services", str(SERVICES),
     ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    process = lifetime.spawn(command, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     startup = time.perf_counter() - began
@@ -166,6 +168,7 @@ def write_results(rows: dict[str, object], lists: list[float], watches: list[lis
 
 
 def main() -> int:
+    lifetime.stop_on_signals()  # a SIGTERM or SIGHUP unwinds the `finally` that stops the sim
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list-runs", type=int, default=7)
     parser.add_argument("--watch-runs", type=int, default=3)
@@ -178,8 +181,7 @@ def main() -> int:
             watches = [watch_rates(sim) for _ in range(args.watch_runs)]
             final_rss = sim.rss_mb()
         finally:
-            sim.process.terminate()
-            sim.process.wait(timeout=30)
+            lifetime.stop(sim.process, timeout=30)
             if sim.process.stdout is not None:
                 sim.process.stdout.close()
     per_watcher = statistics.median(r for run in watches for r in run)

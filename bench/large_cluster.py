@@ -75,6 +75,7 @@ from bench.service_scale import (
     processes_of,
     tree_metrics,
 )
+from pyccm import lifetime
 from pyccm.demo import (
     LB_ID,
     UNINITIALIZED,
@@ -1780,8 +1781,9 @@ def settings_of(args: argparse.Namespace) -> Settings:
 def main() -> int:
     args = parse_args()
     settings = settings_of(args)
-    # A SIGTERM unwinds like Ctrl-C, so the trees and simulators are stopped, not orphaned.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM and SIGHUP unwind like Ctrl-C (whatever this process inherited), so the trees
+    # and simulators are stopped, not orphaned; a SIGKILL sends each of them SIGTERM.
+    lifetime.stop_on_signals()
     # The tree inherits this environment. A process that crashes in C code (SIGSEGV)
     # leaves its Python stack in tree.log; and as an installed package has its bytecode
     # compiled, no process compiles every module from source at each start (2-3 CPU-s

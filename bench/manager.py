@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from pyccm import lifetime
 from pyccm.protocol.views import Node
 
 RESULTS = Path(__file__).parent / "results"
@@ -172,7 +173,10 @@ def bench_decode(runs: int) -> dict[str, float]:
 # --- 2. bus fan-out ----------------------------------------------------------------------
 
 
-def _subscriber(pub: str, router: str, expected: int, results: Any, name: str) -> None:
+def _subscriber(
+    pub: str, router: str, expected: int, results: Any, name: str, *, parent: int
+) -> None:
+    lifetime.die_with_parent(parent)  # a spawned subscriber waits on its socket forever
     from pyccm.protocol.messages import SessionId, Topic
     from pyccm.workers.runtime.bus import BusClient, BusClientSettings
     from pyccm.workers.runtime.replica import Replica
@@ -232,6 +236,8 @@ def bench_bus(count: int, *, rate: float | None) -> dict[str, float]:
         context.Process(
             target=_subscriber,
             args=(settings.pub_address, settings.router_address, count, results, f"w{i}"),
+            kwargs={"parent": os.getpid()},
+            daemon=True,
         )
         for i in range(4)
     ]
@@ -286,7 +292,7 @@ def bench_bus(count: int, *, rate: float | None) -> dict[str, float]:
 def bench_rss(nodes: int, services: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
-        sim = subprocess.Popen(
+        sim = lifetime.spawn(
             [
                 sys.executable,
                 "-m",
@@ -305,7 +311,7 @@ def bench_rss(nodes: int, services: int) -> dict[str, float]:
         )
         assert sim.stdout is not None
         sim.stdout.readline()
-        manager = subprocess.Popen(
+        manager = lifetime.spawn(
             [
                 sys.executable,
                 "-m",
@@ -334,8 +340,7 @@ def bench_rss(nodes: int, services: int) -> dict[str, float]:
         time.sleep(1.0)
         rss = _rss_mb(manager.pid)
         for process in (manager, sim):
-            process.terminate()
-            process.wait(20)
+            lifetime.stop(process)
         return {"nodes": float(nodes), "services": float(services), "rss_mb": rss, "sync_s": synced}
 
 
@@ -356,6 +361,7 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the processes it started stop at exit
     os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     decode = bench_decode(args.runs)
     print("decode", decode, flush=True)

@@ -30,7 +30,6 @@ import asyncio
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from typing import Any
 
 import aiohttp
 
+from pyccm import lifetime
 from pyccm.sim.scenario import node_internal_ip, node_pod_cidr
 
 RESULTS = Path(__file__).parent / "results"
@@ -93,12 +93,12 @@ def start_simulator(config_dir: Path, nodes: int, *extra: str) -> tuple[subproce
         "0.05",
         *extra,
     ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    process = lifetime.spawn(command, stdout=subprocess.PIPE, text=True)
     _pin(0, pid=process.pid)
     assert process.stdout is not None
     line = process.stdout.readline().strip()
     if not line.startswith(READY_PREFIX):
-        process.kill()
+        lifetime.stop(process)
         raise RuntimeError(f"simulator did not start: {line!r}")
     return process, line.removeprefix(READY_PREFIX).split(" ")[0]
 
@@ -467,8 +467,7 @@ def run_capacity(size: CloudSize, reps: int) -> Capacity:
             result = asyncio.run(measure_capacity(url, Path(config_dir), size, reps))
             rss, peak = rss_mib(process.pid), rss_mib(process.pid, "VmHWM:")
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+            lifetime.stop(process, timeout=60)
             if process.stdout is not None:
                 process.stdout.close()
     seed = {f"start with {size.servers:,} servers and their ports": boot, **result.seed_s}
@@ -572,8 +571,7 @@ def run_service_load(args: argparse.Namespace) -> ServiceLoad:
                 )
             )
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+            lifetime.stop(process, timeout=60)
             if process.stdout is not None:
                 process.stdout.close()
 
@@ -762,6 +760,7 @@ def main() -> int:
     parser.add_argument("--out", default="", help="output path without suffix")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    lifetime.stop_on_signals()  # a SIGTERM or SIGHUP unwinds the `finally` that stops the sim
     large, small = CloudSize(5000, 200, 5000, 5000), CloudSize(1000, 1, 5000, 0)
     if args.quick:
         args.runs, args.seconds, args.reps = 1, 1.0, 3
@@ -780,8 +779,7 @@ def main() -> int:
             )
             rss = rss_mib(process.pid)
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=30)
+            lifetime.stop(process, timeout=30)
             if process.stdout is not None:
                 process.stdout.close()
     for measurement in results:

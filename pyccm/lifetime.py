@@ -88,19 +88,23 @@ def tied(death_signal: int = signal.SIGTERM) -> dict[str, Any]:
     return {"preexec_fn": _start_hook(os.getpid(), death_signal)}
 
 
-def _start_hook(parent: int, death_signal: int) -> Callable[[], None]:
-    def hook() -> None:
-        # Between fork and exec, in the child: no locks, no imports, no allocation to speak of.
-        if _prctl is not None:
-            _prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
-        # A blocked mask survives exec: the child could never hear the signals it is
-        # stopped with.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        if _prctl is not None and os.getppid() != parent:
-            # The parent died between fork and prctl: the kernel will never send it.
-            os.kill(os.getpid(), death_signal)
+def die_with_parent(parent: int, death_signal: int = signal.SIGTERM) -> None:
+    """This process gets `death_signal` when `parent` (the pid it was started by) dies.
 
-    return hook
+    The start hook of `spawn()` and `tied()`; a child started some other way (a
+    multiprocessing target) calls it first thing, with its starter's pid as an argument."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+    # A blocked mask survives exec: the child could never hear the signals it is stopped with.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if _prctl is not None and os.getppid() != parent:
+        # The parent died before prctl: the kernel will never send it.
+        os.kill(os.getpid(), death_signal)
+
+
+def _start_hook(parent: int, death_signal: int) -> Callable[[], None]:
+    # Runs between fork and exec, in the child: no locks, no imports, two system calls.
+    return lambda: die_with_parent(parent, death_signal)
 
 
 def spawn(
