@@ -20,6 +20,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from bench.provider_on_sim import openstack_on_sim
+from pyccm import lifetime
 from pyccm.protocol.views import Node, NodeSpec, OwnerMeta
 
 
@@ -47,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args()
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
     with ExitStack() as stack:
         cloud, url = openstack_on_sim(stack, nodes=1, latency_ms=0, prefix="pyccm-bench-reload-")
         path = cloud.settings.path

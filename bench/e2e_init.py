@@ -15,6 +15,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from pyccm import lifetime
 from pyccm.demo import UNINITIALIZED, process_tree, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.informer import NODES, Informer
@@ -48,6 +49,7 @@ def one_run(*, nodes: int, latency: float, syncs: int, qps: int, timeout: float)
 
 
 def main() -> int:
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` blocks stop the tree and the sims
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

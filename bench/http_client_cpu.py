@@ -19,6 +19,7 @@ import time
 from contextlib import ExitStack
 
 from bench.provider_on_sim import openstack_on_sim
+from pyccm import lifetime
 from pyccm.provider.openstack.client import OpenStackClient
 
 
@@ -32,6 +33,7 @@ def cpu_per_call_ms(client: OpenStackClient, calls: int) -> float:
 def main(argv: list[str]) -> int:
     calls = int(argv[0]) if argv else 1000
     rounds = int(argv[1]) if len(argv) > 1 else 7
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
     with ExitStack() as stack:
         cloud, _ = openstack_on_sim(stack, nodes=1, latency_ms=0, prefix="pyccm-http-cpu-")
         client = cloud.client

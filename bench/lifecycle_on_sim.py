@@ -22,6 +22,7 @@ import time
 from contextlib import ExitStack
 
 from bench.provider_on_sim import admin, call_kinds, openstack_on_sim
+from pyccm import lifetime
 from pyccm.protocol.messages import Action, Topic
 from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
 from pyccm.workers.lifecycle.controller import LifecycleController, LifecycleSettings
@@ -91,6 +92,7 @@ def run(nodes: int, latency_ms: float) -> None:
 
 
 def main() -> None:
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
     nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     latency = float(sys.argv[2]) if len(sys.argv) > 2 else 20.0
     run(nodes, latency)

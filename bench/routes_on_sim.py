@@ -21,6 +21,7 @@ import time
 from contextlib import ExitStack
 
 from bench.provider_on_sim import admin, call_kinds, openstack_on_sim
+from pyccm import lifetime
 from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
 from pyccm.provider.errors import RetryAfter
@@ -124,6 +125,7 @@ def steady(controller: RouteController, url: str, runs: int = 5) -> None:
 
 
 def main() -> None:
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
     nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     latency = float(sys.argv[2]) if len(sys.argv) > 2 else 20.0
     cap = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0

@@ -50,6 +50,7 @@ from typing import Any
 
 import msgspec
 
+from pyccm import lifetime
 from pyccm.demo import ServiceList, World, child, process_tree, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.protocol.views import (
@@ -1091,6 +1092,7 @@ def _resync_period(measured: list[Run]) -> float:
 
 def main() -> int:
     args = parse_args()
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` blocks stop the tree and the sims
     # The processes of the tree inherit this environment: an installed package has its
     # bytecode compiled, so they must not compile every module from source at each start
     # (2-3 CPU-s per process, which the CPU per Service would count).
