@@ -16,21 +16,22 @@ The queue guarantees one sync per key at a time, so nothing on one Service overl
 load balancer still provisioning makes the provider raise `RetryAfter`; the key comes back
 after that delay and no thread waits for Octavia.
 
-How a Service sync honours the runtime's contract (`workers/runtime/controller.py`: a
-sync returns the actions the manager should apply): it returns what it has to say, and
-commits through `commit` itself only a write that what it does next depends on, and
-only in two places:
+How a Service sync stands to the runtime's contract (`workers/runtime/controller.py`: a
+sync returns the actions the manager should apply): every write of a Service sync is
+followed by bookkeeping that must not happen unless the write landed, and the runtime
+does not tell a controller whether the actions it returned landed. So a Service sync
+commits its writes itself, through `commit` (`_Writes.land`, the one place), waits for
+the ack, and returns nothing:
 
-* the finalizer, committed and acked **before the first cloud call**: upstream's order,
-  so a Service deleted from then on cannot leak its load balancer;
+* the finalizer, acked **before the first cloud call**: upstream's order, so a Service
+  deleted from then on cannot leak its load balancer;
 * a finished step's writes (status, annotations, events; the cleanup's finalizer
-  removal), committed **before the step is recorded as done**, since the runtime does
-  not tell a controller whether the writes it returned landed: a write the manager could
-  not apply fails the sync (retried), and is never forgotten as done.
+  removal; the events of a vanished Service's deletion), acked **before the step is
+  recorded as done or forgotten**: a write the manager could not apply fails the sync
+  (retried with backoff), and is never forgotten as done.
 
-Everything else is returned: the events of a vanished Service's deletion, the orphan
-scan's, the Warnings of a failure (on `SyncFailed`). A sync that ends in `RetryAfter`
-(which carries no actions) commits what it still holds first.
+The Warnings of a failure ride on `SyncFailed` (the runner delivers them); the node sweep
+returns nothing; the orphan scan returns its events (nothing depends on their landing).
 """
 
 from __future__ import annotations
@@ -206,15 +207,8 @@ class ServiceController:
             return ()
         if key == ORPHANS:
             return self._orphans.sync()
-        writes = _Writes(self._commit, key)
-        try:
-            self._sync_service(key, writes)
-        except SyncFailed as failure:
-            raise SyncFailed(str(failure), actions=(*writes.take(), *failure.actions)) from failure
-        except RetryAfter:
-            writes.land()
-            raise
-        return writes.take()
+        self._sync_service(key, _Writes(self._commit, key))
+        return ()
 
     def _sync_service(self, key: str, writes: _Writes) -> None:
         service = self._replica.service(key)
@@ -229,7 +223,8 @@ class ServiceController:
         )
         if plan.replaced is not None:
             # The path without a finalizer: the Service object is gone, its LB may not be.
-            writes.add(*self._delete_load_balancer(plan.replaced), events.deleted(plan.replaced))
+            replaced = plan.replaced
+            writes.land(*self._delete_load_balancer(replaced), events.deleted(replaced))
         if plan.forget:
             self._ledger.forget(key)
         match plan.step:
@@ -434,29 +429,18 @@ class ServiceController:
 
 
 class _Writes:
-    """The writes of one Service sync: those it returns (`add`, then `take`), and those it
-    must see land before it goes on (`land`: commits everything held so far with them, in
-    order, and waits for the ack)."""
+    """How a Service sync commits: bound to its key, and the only place that reads an ack."""
 
     def __init__(self, commit: Commit, key: str) -> None:
         self._commit = commit
         self._key = key
-        self._held: list[Action] = []
-
-    def add(self, *actions: Action) -> None:
-        self._held.extend(actions)
-
-    def take(self) -> tuple[Action, ...]:
-        held, self._held = tuple(self._held), []
-        return held
 
     def land(self, *actions: Action) -> bool:
         """Commit and wait for the ack. False when the Service is gone or was re-created
         (its watch event enqueues the key again); raises when a retry may help."""
-        batch = (*self.take(), *actions)
-        if not batch:
+        if not actions:
             return True
-        ack = self._commit(self._key, batch)
+        ack = self._commit(self._key, actions)
         if needs_retry(ack):
             raise SyncFailed("the manager did not apply the writes", actions=())
         assert ack is not None
