@@ -24,12 +24,28 @@ log = logging.getLogger(__name__)
 RETRYABLE = frozenset({FailureKind.CONFLICT, FailureKind.UNAVAILABLE, FailureKind.NOT_LEADER})
 
 
-class Transport(Protocol):
-    """The way results reach Kubernetes: the bus, or an in-process writer (standalone)."""
+class Submitter(Protocol):
+    """Where a sync's actions go (the runner and the committer need no more)."""
 
+    # Set while the manager asks for no writes (it is not leading, or leaving).
     paused: threading.Event
 
     def submit(self, key: str, actions: tuple[Action, ...]) -> Future[Ack]: ...
+
+
+class Transport(Submitter, Protocol):
+    """The way results reach Kubernetes: the bus, or an in-process writer (standalone),
+    with the lifetime the worker process gives it."""
+
+    @property
+    def fatal(self) -> Exception | None:
+        """Why the transport cannot go on (the manager refused this worker for good):
+        the worker exits 2. None while it can."""
+        ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def needs_retry(ack: Ack | None) -> bool:
@@ -43,9 +59,9 @@ class Committer:
     def __init__(self, *, controller: str, ack_timeout: float = 60.0) -> None:
         self._controller = controller
         self._ack_timeout = ack_timeout
-        self._transport: Transport | None = None
+        self._transport: Submitter | None = None
 
-    def attach(self, transport: Transport) -> None:
+    def attach(self, transport: Submitter) -> None:
         self._transport = transport
 
     def __call__(self, key: str, actions: tuple[Action, ...]) -> Ack | None:

@@ -11,10 +11,11 @@ or giving up the lease), no sync starts.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
@@ -22,7 +23,7 @@ from prometheus_client import Counter, Histogram
 from pyccm.protocol.messages import Action, Topic
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import Capability
-from pyccm.workers.runtime.commit import Committer, Transport, needs_retry
+from pyccm.workers.runtime.commit import Committer, Submitter, needs_retry
 from pyccm.workers.runtime.controller import Controller, Later, Obj, Periodic, SyncFailed
 from pyccm.workers.runtime.queue import WorkQueue
 from pyccm.workers.runtime.replica import Replica
@@ -54,7 +55,7 @@ class Runner:
         *,
         controller: Controller,
         replica: Replica,
-        transport: Transport,
+        transport: Submitter,
         settings: RunnerSettings,
         committer: Committer,
     ) -> None:
@@ -85,7 +86,7 @@ class Runner:
             self._wakers.append((periodic, wake))
             self._spawn(
                 f"{self.controller.name}-{periodic.name}",
-                lambda p=periodic, w=wake: self._every(p, w),
+                functools.partial(self._every, periodic, wake),
             )
 
     def wake(self, capabilities: frozenset[Capability]) -> None:
@@ -119,8 +120,8 @@ class Runner:
                 self.controller.name,
             )
 
-    def _spawn(self, name: str, target: object) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
+    def _spawn(self, name: str, target: Callable[[], object]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 

@@ -54,6 +54,8 @@ class StandaloneTransport:
         self._writer = Writer(client=self._client)
         self._replica = replica
         self.paused = threading.Event()
+        # Nothing ends a standalone worker but a signal: its informers retry on their own.
+        self.fatal: Exception | None = None
         resources: dict[Topic, Resource[Node] | Resource[Service]] = {
             Topic.NODE: NODES,
             Topic.SERVICE: SERVICES,
