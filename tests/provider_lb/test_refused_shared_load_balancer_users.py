@@ -10,23 +10,13 @@ provider and the OpenStack simulator, whose access log shows what was written.
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
-from pyccm.protocol.messages import RecordEvent
-from pyccm.protocol.views import Service
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.provider_lb.conftest import (
-    MakeLbs,
-    nodes,
-    one,
-    service,
-    settle,
-    writes,
-)
-from tests.service_controller.conftest import Harness, harness
+from tests.provider_lb.sharing import apply, lb_id_of, remove, sharing
+from tests.support.lb import MakeLbs, nodes, one, service, writes
+from tests.support.services import Harness, harness
 
-LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
 A = "kube_service_kubernetes_default_a"
 B = "kube_service_kubernetes_default_b"
@@ -42,40 +32,12 @@ def h(sim: OpenStackSimHandle, make_lbs: MakeLbs) -> Harness:
     return controller
 
 
-def apply(h: Harness, svc: Service) -> tuple[RecordEvent, ...]:
-    """Creates or changes `svc` and syncs it until it settles; its Warnings."""
-    h.put(svc)
-    return settle(lambda: h.controller.sync(svc.key))
-
-
-def remove(h: Harness, svc: Service) -> None:
-    """Deletes `svc` as the API server would (a deletion timestamp, the finalizer holds it)
-    and syncs until the controller let it go."""
-    current = h.replica.service(svc.key)
-    assert current is not None
-    meta = msgspec.structs.replace(current.metadata, deletion_timestamp="2026-11-27T00:00:00Z")
-    assert apply(h, msgspec.structs.replace(current, metadata=meta)) == ()
-    assert h.replica.service(svc.key) is None
-
-
-def sharing(name: str, port: int, lb_id: str, **annotations: str) -> Service:
-    return service(
-        name, ports=((port, port + 23000, "TCP"),), annotations={LB_ID: lb_id, **annotations}
-    )
-
-
 def owner_and_guest(h: Harness, **owner_annotations: str) -> str:
     """Service a on port 80 (the owner) and b on 8080 sharing its load balancer; its id."""
     assert apply(h, service("a", ports=((80, 30080, "TCP"),), annotations=owner_annotations)) == ()
-    lb_id = one_lb_id(h)
+    lb_id = lb_id_of(h, "default/a")
     assert apply(h, sharing("b", 8080, lb_id)) == ()
     return lb_id
-
-
-def one_lb_id(h: Harness) -> str:
-    owner = h.replica.service("default/a")
-    assert owner is not None
-    return owner.metadata.annotations[LB_ID]
 
 
 def test_a_service_refused_for_a_port_in_use_gets_the_warning_and_writes_nothing(
@@ -120,9 +82,9 @@ def test_the_owner_deletes_the_load_balancer_once_its_guest_left_despite_a_refus
     lb_id = owner_and_guest(h)
     assert apply(h, sharing("c", 8080, lb_id))  # refused
 
-    remove(h, service("b"))
+    remove(h, "default/b")
     assert one(sim, "loadbalancer")["tags"] == [A]
-    remove(h, service("a"))
+    remove(h, "default/a")
 
     # No longer shared: deleted, with the floating IP pyccm made for it.
     assert sim.resources("loadbalancer") == []
@@ -134,7 +96,7 @@ def test_a_service_refused_for_want_of_a_floating_ip_writes_nothing(
 ) -> None:
     # An internal owner: its load balancer has no floating IP, and only the owner adds one.
     assert apply(h, service("a", ports=((80, 30080, "TCP"),), annotations={INTERNAL: "true"})) == ()
-    lb_id = one_lb_id(h)
+    lb_id = lb_id_of(h, "default/a")
     mark = sim.mark()
 
     (warning,) = apply(h, sharing("b", 8080, lb_id))
