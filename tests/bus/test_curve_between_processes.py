@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.protocol.addresses import load_client_curve
 from pyccm.protocol.messages import SessionId, Topic
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
@@ -34,7 +35,7 @@ def test_a_manager_process_on_tcp_serves_an_authorized_worker(
     pub, router = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
     log = tmp_path / "manager.log"
     with open(log, "wb") as out:
-        manager = subprocess.Popen(
+        manager = lifetime.spawn(
             [
                 *(sys.executable, "-m", "pyccm", "manager", "--controllers="),
                 f"--kubeconfig={kube.kubeconfig_path}",

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.demo import child
 from pyccm.logs import parse_time
 from tests.conformance.realcloud import TENANT, RealCloud, stop_process
@@ -43,7 +44,7 @@ def worker(kubeconfig: Path, cloud_conf: Path, log: Path) -> subprocess.Popen[by
     command = [sys.executable, "-m", "pyccm", "worker", "service", "--standalone"]
     command += ["--kubeconfig", str(kubeconfig), "--cloud-config", str(cloud_conf)]
     with log.open("wb") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        return lifetime.spawn(command, stdout=out, stderr=subprocess.STDOUT)
 
 
 def failures(log: Path) -> list[tuple[float, str]]:

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyccm import lifetime
+
 Obj = dict[str, Any]
 
 VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -352,7 +354,7 @@ def start(pod: Pod, host: Host) -> None:
         log = host.scratch / f"{pod.name}.{container['name']}.log"
         with open(log, "ab") as out:
             pod.processes.append(
-                subprocess.Popen(
+                lifetime.spawn(
                     [executable, *argv[1:]], env=process_env, stdout=out, stderr=out, cwd="/"
                 )
             )

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.demo import World, process_tree, simulators
 from tests.support.tree import FINALIZER, Cloud, Kube, ingress_ips, initialized, service_port
 from tests.support.waiting import wait_for
@@ -64,7 +65,7 @@ def both(request: pytest.FixtureRequest) -> Iterator[SideBySide]:
         cloud = Cloud(world.cloud_url, world.cloud_conf.parent / "clouds.yaml")
         wait_for(lambda: initialized(kube, NODES), timeout=CONVERGE, what="nodes initialized")
         log = stack.enter_context(open(workdir / "standalone-b.log", "wb"))
-        worker = subprocess.Popen(
+        worker = lifetime.spawn(
             [
                 *(sys.executable, "-m", "pyccm", "worker", "service", "--standalone"),
                 f"--kubeconfig={world.kubeconfig}",

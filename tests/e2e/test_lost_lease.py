@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.protocol.messages import SessionId, Topic
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
@@ -69,7 +70,7 @@ def manager(kube: KubeSimHandle, runtime_dir: Path) -> Iterator[subprocess.Popen
         *ELECTION_FLAGS,
     ]
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=out)
+        process = lifetime.spawn(command, stdout=out, stderr=out)
     yield process
     if process.poll() is None:
         process.terminate()

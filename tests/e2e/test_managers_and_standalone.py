@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from pyccm import lifetime
 from pyccm.demo import World, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
@@ -45,7 +46,7 @@ def kube(world: World) -> Iterator[KubeClient]:
 
 def pyccm(*args: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "pyccm", *args], stdout=out, stderr=out)
+        return lifetime.spawn([sys.executable, "-m", "pyccm", *args], stdout=out, stderr=out)
 
 
 def holder(kube: KubeClient) -> str:

@@ -41,6 +41,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from pyccm import lifetime
 from pyccm.demo import World, simulators
 from pyccm.logs import parse_time
 from pyccm.protocol.exposition import REPORT_INTERVAL
@@ -143,7 +144,7 @@ class Split:
         command = [sys.executable, "-m", "pyccm", *args, "--log-format=json"]
         command.append(f"--runtime-dir={self.directory / 'run' / name}")
         with open(log, "ab") as out:
-            popen = subprocess.Popen(command, stdout=out, stderr=out, env=env)
+            popen = lifetime.spawn(command, stdout=out, stderr=out, env=env)
         process = Process(name=name, popen=popen, log=log)
         self.processes.append(process)
         return process

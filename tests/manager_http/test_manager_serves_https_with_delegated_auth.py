@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.sim.kube.testing import KubeSimHandle
 from tests.support.https import (
     CCM_TOKEN,
@@ -56,7 +57,7 @@ class RunningManager:
 
 def start_manager(kubeconfig: Path, workdir: Path, *flags: str) -> subprocess.Popen[bytes]:
     with open(workdir / "manager.log", "wb") as out:
-        return subprocess.Popen(
+        return lifetime.spawn(
             [
                 *(sys.executable, "-m", "pyccm", "manager", "--controllers="),
                 f"--kubeconfig={kubeconfig}",
@@ -70,12 +71,7 @@ def start_manager(kubeconfig: Path, workdir: Path, *flags: str) -> subprocess.Po
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
+    lifetime.stop(process, timeout=20)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.demo import simulators
 from pyccm.sim.scenario import CLUSTER_CIDR
 from tests.packaging.containerfile import (
@@ -326,10 +326,10 @@ def test_the_image_command_starts_the_tree(image: Image, tmp_path: Path) -> None
             "PYCCM_LOG_FORMAT": "json",
         }
         with log.open("ab") as out:
-            tree = subprocess.Popen(
+            tree = lifetime.spawn(
                 image.command, cwd=image.workdir, env=pod_env, stdout=out, stderr=out
             )
-        stack.callback(_stop, tree)
+        stack.callback(lifetime.stop, tree, timeout=30)
         wait_for(
             lambda: _ready(port),
             timeout=STARTUP,
@@ -358,13 +358,3 @@ def _ready(port: int) -> bool:
     except OSError:
         return False
     return status == 200
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.demo import REPO, World, simulators
 from pyccm.kubeapi.client import STRATEGIC_MERGE_PATCH
 from pyccm.sim.scenario import CLUSTER_CIDR, node_name
@@ -60,7 +61,7 @@ def start_worker(world: World, controller: str, *flags: str) -> subprocess.Popen
         *flags,
     ]
     log = open(world.workdir / f"{controller}.log", "wb")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(command, stdout=log, stderr=log, cwd=REPO)
+    process = lifetime.spawn(command, stdout=log, stderr=log, cwd=REPO)
     log.close()
     return process
 

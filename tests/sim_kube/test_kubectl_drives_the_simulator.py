@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = [
@@ -93,7 +94,7 @@ def test_kubectl_patch_and_delete(tls_kube: KubeSimHandle) -> None:
 def test_kubectl_create_from_a_file_and_watch(tls_kube: KubeSimHandle, tmp_path: Path) -> None:
     manifest = tmp_path / "service.yaml"
     manifest.write_text(SERVICE)
-    watcher = subprocess.Popen(
+    watcher = lifetime.spawn(
         [
             "kubectl",
             "--kubeconfig",

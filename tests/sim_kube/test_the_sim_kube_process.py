@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from pyccm import lifetime
 from tests.support.kube_http import client
 
 READY = re.compile(r"^pyccm sim kube: ready at (http://127\.0\.0\.1:\d+) \(kubeconfig: (.+)\)$")
@@ -18,7 +19,7 @@ READY = re.compile(r"^pyccm sim kube: ready at (http://127\.0\.0\.1:\d+) \(kubec
 
 def test_the_process_announces_itself_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    process = subprocess.Popen(
+    process = lifetime.spawn(
         [
             sys.executable,
             "-m",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import requests
 
+from pyccm import lifetime
 from pyccm.sim.openstack.cli import READY_PREFIX
 
 
@@ -30,7 +31,7 @@ def test_process_prints_one_ready_line_serves_and_exits_zero_on_sigterm(tmp_path
         "--octavia-version",
         "2.4",
     ]
-    with subprocess.Popen(
+    with lifetime.spawn(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
         assert process.stdout is not None

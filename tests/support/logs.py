@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import ssl
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from pyccm import lifetime
 from pyccm.logs import parse_time
 
 FIELDS = ("time", "level", "process", "logger", "msg")
@@ -36,19 +36,13 @@ def pyccm(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`python -m pyccm ARGS` with stdout and stderr in `log`; SIGTERM (then SIGKILL) at exit."""
     with log.open("ab") as out:
-        process = subprocess.Popen(
+        process = lifetime.spawn(
             [sys.executable, "-m", "pyccm", *args], stdout=out, stderr=out, env=env
         )
     try:
         yield process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        lifetime.stop(process, timeout=15)
 
 
 def json_records(output: str) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from pyccm import lifetime
 from pyccm.logs import parse_time
 from pyccm.manager.bus import BusServer, BusSettings, WorkerIdentity
 from pyccm.manager.store import Cache
@@ -81,7 +81,7 @@ def worker(tmp: Path, *args: str) -> Iterator[Path]:
     command = [sys.executable, "-m", "pyccm", "worker", *args, "--cloud-provider=fake"]
     command += [f"--runtime-dir={tmp}/run", "--log-format=json"]
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=out, env=env)
+        process = lifetime.spawn(command, stdout=out, stderr=out, env=env)
     try:
         yield log
     finally:
