@@ -30,7 +30,7 @@ from pyccm.workers.service.decision import (
 )
 from pyccm.workers.service.ledger import Synced
 from pyccm.workers.service.policy import FINALIZER, Shard
-from tests.service_controller.conftest import make_service
+from tests.support.services import make_service
 
 KEY = "default/web"
 CLAIM = Claim()

@@ -24,7 +24,7 @@ from pyccm.provider.interface import (
     ProviderEvent,
 )
 from pyccm.workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
-from tests.service_controller.conftest import Harness, harness, make_node, make_service
+from tests.support.services import Harness, harness, make_node, make_service
 
 SERVICES = 20
 

@@ -12,7 +12,7 @@ from pyccm.provider.fake import ANNOTATION_LB_ID, FakeMethod
 from pyccm.workers.runtime.controller import Later, SyncFailed
 from pyccm.workers.service.controller import SWEEP, ServiceSettings
 from pyccm.workers.service.policy import FINALIZER, Shard
-from tests.service_controller.conftest import Harness, harness, make_node, make_service
+from tests.support.services import Harness, harness, make_node, make_service
 
 KEY = "default/web"
 

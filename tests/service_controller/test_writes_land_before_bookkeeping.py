@@ -10,7 +10,7 @@ import pytest
 from pyccm.protocol.messages import FailureKind, PatchServiceStatus, RecordEvent, Topic
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.service.policy import FINALIZER
-from tests.service_controller.conftest import Harness, make_service
+from tests.support.services import Harness, make_service
 
 KEY = "default/web"
 
