@@ -8,6 +8,7 @@ simulator bug, or one listed with its reason in `sim/openstack/README.md`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -405,3 +406,205 @@ def test_a_vip_subnet_that_is_not_on_the_vip_network_is_refused_with_the_same_an
                 )
         finally:
             side.call("network", "DELETE", f"/networks/{network_id}")
+
+
+UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+NO_SUCH = "3d9c1e0a-6b7a-4c52-9d0e-6f1f4c1b2a77"
+
+
+class Transcript:
+    """A side's answers with its ids written as the names the script gave them."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self.names: dict[str, str] = {NO_SUCH: "<missing>"}
+        self.lines: list[tuple[str, int, Any]] = []
+
+    def name(self, label: str, value: str) -> str:
+        self.names[value] = label
+        return value
+
+    def text(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self.text(v) for k, v in value.items() if k != "project_id"}
+        if isinstance(value, list):
+            return [self.text(v) for v in value]
+        if isinstance(value, str):
+            return UUID_PATTERN.sub(lambda m: self.names.get(m.group(0), "<other>"), value)
+        return value
+
+    def call(self, label: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        status, answer = self.side.call("network", method, path, body)
+        if isinstance(answer, dict) and "NeutronError" in answer:
+            error = answer["NeutronError"]
+            shown: Any = (error["type"], self.text(error["message"]))
+        elif label.startswith("+"):  # the answer itself is compared
+            shown = self.text(answer)
+        else:
+            shown = None
+        self.lines.append((label.lstrip("+"), status, shown))
+        return status, answer
+
+
+def router_interface_script(t: Transcript) -> None:
+    """`openstack router add/remove subnet|port` and the refusals around them."""
+
+    def make(label: str, kind: str, body: dict[str, Any]) -> str:
+        status, answer = t.call(f"create {label}", "POST", f"/{kind}s", {kind: body})
+        assert status == 201, (t.side.name, label, answer)
+        return t.name(label, answer[kind]["id"])
+
+    def subnet(label: str, network: str, cidr: str, **extra: Any) -> str:
+        version = 6 if ":" in cidr else 4
+        body = {"network_id": network, "cidr": cidr, "ip_version": version, **extra}
+        return make(label, "subnet", body)
+
+    public = t.side.call("network", "GET", "/networks?name=public")[1]["networks"][0]["id"]
+    t.name("public", public)
+    net_a = make("net-a", "network", {"name": "ri-a"})
+    net_b = make("net-b", "network", {"name": "ri-b"})
+    a1 = subnet("a1", net_a, "192.168.90.0/24")
+    no_gw = subnet("a-no-gateway", net_a, "192.168.91.0/24", gateway_ip=None)
+    v6a = subnet("v6a", net_a, "fd00:90::/64")
+    v6b = subnet("v6b", net_a, "fd00:91::/64")
+    b1 = subnet("b1", net_b, "192.168.92.0/24")
+    b_overlap = subnet("b-overlap", net_b, "192.168.90.0/25")
+    r = make("r", "router", {"name": "ri", "external_gateway_info": {"network_id": public}})
+    r2 = make("r2", "router", {"name": "ri2"})
+    pa = make("pa", "port", {"network_id": net_a, "fixed_ips": [{"subnet_id": a1}]})
+    pb = make("pb", "port", {"network_id": net_b, "fixed_ips": [{"subnet_id": b1}]})
+    used = make("used", "port", {"network_id": net_b, "device_id": "something"})
+    bare = make("bare", "port", {"network_id": net_b, "fixed_ips": []})
+    double = make(
+        "double",
+        "port",
+        {"network_id": net_b, "fixed_ips": [{"subnet_id": b1}, {"subnet_id": b_overlap}]},
+    )
+    add, remove = f"/routers/{r}/add_router_interface", f"/routers/{r}/remove_router_interface"
+
+    _, info = t.call("+add a1", "PUT", add, {"subnet_id": a1})
+    t.name("a1-interface", info["port_id"])
+    for label, path, body in (
+        ("add a1 again", add, {"subnet_id": a1}),
+        ("add a1 to r2 (gateway taken)", f"/routers/{r2}/add_router_interface", {"subnet_id": a1}),
+        ("add subnet without gateway", add, {"subnet_id": no_gw}),
+        ("add overlapping", add, {"subnet_id": b_overlap}),
+        ("add both", add, {"subnet_id": a1, "port_id": pb}),
+        ("add neither", add, {}),
+        ("add wrapped in router", add, {"router": {"subnet_id": a1}}),
+        ("add bad uuid", add, {"subnet_id": "nope"}),
+        ("add missing subnet", add, {"subnet_id": NO_SUCH}),
+        ("add missing port", add, {"port_id": NO_SUCH}),
+        ("add to missing router", f"/routers/{NO_SUCH}/add_router_interface", {"subnet_id": a1}),
+        ("add a list", add, [1]),
+        ("add port in use", add, {"port_id": used}),
+        ("add port without address", add, {"port_id": bare}),
+        (
+            "add port on two IPv4 subnets",
+            f"/routers/{r2}/add_router_interface",
+            {"port_id": double},
+        ),
+        ("+add pb", add, {"port_id": pb}),
+        ("add pb to r2", f"/routers/{r2}/add_router_interface", {"port_id": pb}),
+    ):
+        t.call(label, "PUT", path, body)
+    # The port keeps its address (Neutron picks it at random: only its subnet is compared).
+    port = t.side.call("network", "GET", f"/ports/{pb}")[1]["port"]
+    subnets = [e["subnet_id"] for e in port["fixed_ips"]]
+    shown = t.text([port["device_id"], port["device_owner"], subnets])
+    t.lines.append(("pb after add", 200, shown))
+    t.name("v6-port", t.call("+add v6a", "PUT", add, {"subnet_id": v6a})[1]["port_id"])
+    t.call("+add v6b (same port)", "PUT", add, {"subnet_id": v6b})
+    t.call("+remove v6a (port stays)", "PUT", remove, {"subnet_id": v6a})
+    _, fip = t.call(
+        "fip on pa",
+        "POST",
+        "/floatingips",
+        {"floatingip": {"floating_network_id": public, "port_id": pa}},
+    )
+    fip_id = t.name("fip", fip["floatingip"]["id"])
+    steps: tuple[tuple[str, str, str, Any], ...] = (
+        ("remove a1 needed by fip", "PUT", remove, {"subnet_id": a1}),
+        ("remove a1 port needed by fip", "PUT", remove, {"port_id": info["port_id"]}),
+        ("disassociate", "PUT", f"/floatingips/{fip_id}", {"floatingip": {"port_id": None}}),
+        ("+remove a1", "PUT", remove, {"subnet_id": a1}),
+        ("remove a1 again", "PUT", remove, {"subnet_id": a1}),
+        (
+            "associate without interface",
+            "PUT",
+            f"/floatingips/{fip_id}",
+            {"floatingip": {"port_id": pa}},
+        ),
+        ("delete fip", "DELETE", f"/floatingips/{fip_id}", None),
+        ("remove a stranger port", "PUT", remove, {"port_id": used}),
+        ("remove pb with another subnet", "PUT", remove, {"port_id": pb, "subnet_id": a1}),
+        ("remove neither", "PUT", remove, {}),
+        ("remove missing subnet", "PUT", remove, {"subnet_id": NO_SUCH}),
+        (
+            "remove from missing router",
+            "PUT",
+            f"/routers/{NO_SUCH}/remove_router_interface",
+            {"subnet_id": a1},
+        ),
+        ("delete pb directly", "DELETE", f"/ports/{pb}", None),
+        ("delete router with interfaces", "DELETE", f"/routers/{r}", None),
+        ("+remove pb", "PUT", remove, {"port_id": pb}),
+        ("pb is gone", "GET", f"/ports/{pb}", None),
+    )
+    for label, method, path, payload in steps:
+        t.call(label, method, path, payload)
+
+
+def cleanup_router_interface_script(side: Side) -> None:
+    """Whatever the script left, interfaces first (best effort: the cloud is shared)."""
+    for router in (
+        side.call("network", "GET", "/routers?name=ri")[1]["routers"]
+        + side.call("network", "GET", "/routers?name=ri2")[1]["routers"]
+    ):
+        for port in side.call("network", "GET", f"/ports?device_id={router['id']}")[1]["ports"]:
+            if port["device_owner"] == "network:router_interface":
+                side.call(
+                    "network",
+                    "PUT",
+                    f"/routers/{router['id']}/remove_router_interface",
+                    {"port_id": port["id"]},
+                )
+        side.call("network", "DELETE", f"/routers/{router['id']}")
+    for name in ("ri-a", "ri-b"):
+        for network in side.call("network", "GET", f"/networks?name={name}")[1]["networks"]:
+            for fip in side.call("network", "GET", "/floatingips")[1]["floatingips"]:
+                port = fip["port_id"] and side.call("network", "GET", f"/ports/{fip['port_id']}")
+                if port and port[1]["port"]["network_id"] == network["id"]:
+                    side.call("network", "DELETE", f"/floatingips/{fip['id']}")
+            for port in side.call("network", "GET", f"/ports?network_id={network['id']}")[1][
+                "ports"
+            ]:
+                side.call("network", "DELETE", f"/ports/{port['id']}")
+            side.call("network", "DELETE", f"/networks/{network['id']}")
+
+
+def comparable(lines: list[tuple[str, int, Any]]) -> list[tuple[str, int, Any]]:
+    """The lines, with the ports a RouterInUse lists sorted (their order is the database's)."""
+    out = []
+    for label, status, shown in lines:
+        in_use = isinstance(shown, tuple) and shown[0] == "RouterInUse"
+        ports = sorted(shown[1].split(": ")[1].split(", ")) if in_use else None
+        out.append((label, status, (shown[0], ports) if in_use else shown))
+    return out
+
+
+def test_router_interfaces_are_added_and_removed_with_the_same_answers(
+    sides: tuple[Side, Side],
+) -> None:
+    # What `openstack router add subnet|port` and `router remove subnet|port` send, the
+    # refusals around them, and their effect on floating IPs and on DELETE of the ports.
+    transcripts = []
+    for side in sides:
+        transcript = Transcript(side)
+        try:
+            router_interface_script(transcript)
+        finally:
+            cleanup_router_interface_script(side)
+        transcripts.append(transcript)
+    sim, real = (comparable(t.lines) for t in transcripts)
+    assert [(s, r) for s, r in zip(sim, real, strict=True) if s != r] == []
