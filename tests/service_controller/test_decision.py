@@ -24,6 +24,7 @@ from pyccm.workers.service.decision import (
     Plan,
     Skip,
     decide,
+    may_account_for_cloud_resources,
     members_moved,
     service_keys,
     spec_print,
@@ -268,6 +269,20 @@ def test_members_moved_on_identity_first_then_on_equality() -> None:
     assert not members_moved(BACKENDS, BACKENDS)
     assert not members_moved(BACKENDS, same)
     assert members_moved(BACKENDS, frozenset())
+
+
+@pytest.mark.parametrize(
+    ("service", "accounts"),
+    [
+        (make_service(), True),
+        (make_service(lb_class=THEIRS), True),  # gc knows no claim: never an orphan
+        (make_service(kind="ClusterIP"), False),
+        (edit(make_service(kind="ClusterIP"), finalizer=True), True),  # cleanup to come
+    ],
+    ids=["load-balancer", "another-class", "cluster-ip", "cluster-ip-with-our-finalizer"],
+)
+def test_which_live_services_account_for_cloud_resources(service: Service, accounts: bool) -> None:
+    assert may_account_for_cloud_resources(service) == accounts
 
 
 # --- service_keys: which Service changes enqueue a key --------------------------------------

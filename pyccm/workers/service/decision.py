@@ -6,7 +6,9 @@ Pure functions of the Service as the replica shows it, what this process last di
 owns). They call nothing, write nothing, and return what to do; the controller does it.
 The predicate "type LoadBalancer of a claimed class" is the manager's too (its service view
 keeps exactly those Services and those holding our finalizer): it is
-`protocol.projections.wants_load_balancer`, and this module reads it nowhere else.
+`protocol.projections.wants_load_balancer`, and this module reads it nowhere else. Which
+live Services still account for cloud resources (the orphan scan's and `pyccm gc`'s rule)
+is here too: `may_account_for_cloud_resources`.
 
 The table, in the order `decide` asks:
 
@@ -179,6 +181,14 @@ def may_have_ours(service: Service, prior: Synced | None, *, claim: Claim) -> bo
         return True
     claimed = claim.classes.claims(service.spec.load_balancer_class)
     return claimed and bool(service.status.load_balancer.ingress)
+
+
+def may_account_for_cloud_resources(service: Service) -> bool:
+    """A live Service the cloud resources made for it still belong to (the orphan scan's
+    and `pyccm gc`'s rule): of type LoadBalancer, of any class (`pyccm gc` knows no
+    claim, and a resource is called an orphan only when nothing could want it), or still
+    holding our finalizer (its cleanup is to come)."""
+    return service.spec.type == "LoadBalancer" or FINALIZER in service.metadata.finalizers
 
 
 def decide(

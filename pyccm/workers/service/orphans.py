@@ -20,7 +20,7 @@ from pyccm.protocol.views import Service
 from pyccm.provider.interface import LoadBalancers, OwnedResource
 from pyccm.workers.runtime.controller import Periodic
 from pyccm.workers.runtime.replica import Replica
-from pyccm.workers.service.policy import FINALIZER
+from pyccm.workers.service.decision import may_account_for_cloud_resources
 
 # The order a deletion goes in: what hangs off a load balancer, the load balancers (their
 # floating IPs go with them), then what is left of the addresses and the groups.
@@ -39,11 +39,7 @@ class Live:
 
     @classmethod
     def of(cls, services: Iterable[Service]) -> Live:
-        alive = [
-            s
-            for s in services
-            if s.spec.type == "LoadBalancer" or FINALIZER in s.metadata.finalizers
-        ]
+        alive = [s for s in services if may_account_for_cloud_resources(s)]
         return cls(
             keys=frozenset(s.key for s in alive),
             # Legacy load-balancer names hold the UID without dashes.
