@@ -12,6 +12,10 @@ from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
 
 LB_NAME = "kube_service_kubernetes_default_web"
+# How long a write keeps the load balancer PENDING_* in the tests that read that state back:
+# the next request must land inside it on a loaded machine (the fixture's 20 ms did not,
+# under parallel runs: the load balancer was already gone or ACTIVE).
+PENDING_FOR_S = 2.0
 
 
 def _tree(sim: OpenStackSimHandle, *, name: str = LB_NAME, monitor: bool = True) -> dict[str, Any]:
@@ -124,7 +128,7 @@ def test_child_writes_put_the_lb_in_pending_update_then_back_to_active(
 ) -> None:
     lb = wait_for(conn, conn.load_balancer.create_load_balancer(**_tree(sim, monitor=False)).id)
     (pool,) = conn.load_balancer.pools(loadbalancer_id=lb.id)
-    sim.set_knobs(provisioning_delay_s=0.2)
+    sim.set_knobs(provisioning_delay_s=PENDING_FOR_S)
 
     monitor = conn.load_balancer.create_health_monitor(
         pool_id=pool.id, type="TCP", delay=5, timeout=3, max_retries=1
@@ -185,6 +189,7 @@ def test_batch_member_put_replaces_the_set_and_answers_202(
         for i in (1, 3)
     ]
     before = sim.counters()["member"]
+    sim.set_knobs(provisioning_delay_s=PENDING_FOR_S)
 
     answer = conn.load_balancer.put(f"/lbaas/pools/{pool.id}/members", json={"members": wanted})
     pending = conn.load_balancer.get_load_balancer(lb.id).provisioning_status
@@ -239,6 +244,7 @@ def test_delete_without_cascade_with_children_is_400_and_cascade_removes_everyth
 
     with pytest.raises(sdk_exceptions.BadRequestException, match="it has children"):
         conn.load_balancer.delete_load_balancer(lb)
+    sim.set_knobs(provisioning_delay_s=PENDING_FOR_S)
     conn.load_balancer.delete_load_balancer(lb, cascade=True)
     pending = conn.load_balancer.get_load_balancer(lb.id).provisioning_status
     sim.settle()
