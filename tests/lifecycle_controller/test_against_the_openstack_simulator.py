@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from pyccm.protocol.messages import Action, DeleteNode, PatchNode, Topic
-from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.protocol.views import Node
 from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.lifecycle.controller import (
@@ -18,6 +18,7 @@ from pyccm.workers.lifecycle.controller import (
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
+from tests.support.nodes import node
 from tests.support.openstack import SEED_NODES, MakeCloud
 
 NODES = 300
@@ -27,11 +28,7 @@ STOPPED = ("node-0030", "node-0040", "node-0299")
 
 
 def not_ready(name: str, server_id: str) -> Node:
-    return Node(
-        metadata=OwnerMeta(name=name, uid=f"uid-{name}", resource_version="1"),
-        spec=NodeSpec(provider_id=f"openstack:///{server_id}"),
-        status=NodeStatus(conditions=(NodeCondition(type="Ready", status="Unknown"),)),
-    )
+    return node(name, 1, f"openstack:///{server_id}", ready="Unknown")
 
 
 def one_period(controller: LifecycleController) -> dict[str, tuple[Action, ...]]:

@@ -14,15 +14,12 @@ from pyccm.workers.lifecycle.controller import (
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
+from tests.support import nodes as builders
 
 
 def node(name: str, *, ready: str = "False", provider_id: str | None = None) -> Node:
     pid = PROVIDER_ID_PREFIX + stable_id("server", name) if provider_id is None else provider_id
-    return Node(
-        metadata=OwnerMeta(name=name, uid=f"uid-{name}", resource_version="1"),
-        spec=NodeSpec(provider_id=pid),
-        status=NodeStatus(conditions=(NodeCondition(type="Ready", status=ready),)),
-    )
+    return builders.node(name, 1, pid, ready=ready)
 
 
 class Period:

@@ -14,7 +14,7 @@ from pyccm.protocol.messages import (
     decode,
     encode,
 )
-from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta, Taint
+from pyccm.protocol.views import Node, OwnerMeta, Taint
 from pyccm.provider.errors import CloudError
 from pyccm.provider.fake import FakeCloud
 from pyccm.workers.lifecycle.controller import (
@@ -23,14 +23,11 @@ from pyccm.workers.lifecycle.controller import (
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
+from tests.support.nodes import node
 
 
 def make_node(name: str, *, ready: str, taints: tuple[Taint, ...] = ()) -> Node:
-    return Node(
-        metadata=OwnerMeta(name=name, uid=f"uid-{name}", resource_version="1"),
-        spec=NodeSpec(taints=taints),
-        status=NodeStatus(conditions=(NodeCondition(type="Ready", status=ready),)),
-    )
+    return node(name, ready=ready, taints=taints)
 
 
 def sync(node: Node, cloud: FakeCloud) -> tuple[Action, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyccm.protocol.messages import PatchNode, PatchNodeStatus, RecordEvent, Topic
-from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta, Taint
+from pyccm.protocol.views import Node, NodeAddress, Taint
 from pyccm.provider.errors import CloudError
 from pyccm.provider.fake import FakeCloud
 from pyccm.workers.node.controller import (
@@ -16,6 +16,7 @@ from pyccm.workers.node.controller import (
 )
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from tests.support.nodes import node
 
 UNINITIALIZED = Taint(key=UNINITIALIZED_TAINT, value="true", effect="NoSchedule")
 
@@ -29,16 +30,14 @@ def make_node(
     addresses: tuple[NodeAddress, ...] = (),
     provider_id: str = "",
 ) -> Node:
-    return Node(
-        metadata=OwnerMeta(
-            name=name,
-            uid=f"uid-{name}",
-            resource_version="1",
-            labels=labels or {},
-            annotations=annotations or {},
-        ),
-        spec=NodeSpec(provider_id=provider_id, taints=(UNINITIALIZED,) if tainted else ()),
-        status=NodeStatus(addresses=addresses),
+    return node(
+        name,
+        1,
+        provider_id,
+        labels=labels,
+        annotations=annotations,
+        taints=(UNINITIALIZED,) if tainted else (),
+        addresses=((a.type, a.address) for a in addresses),
     )
 
 

@@ -6,21 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta, Service
+from pyccm.protocol.views import OwnerMeta, Service
 from pyccm.provider.errors import AmbiguousInstance, CloudError, InstanceNotFound, RetryAfter
 from pyccm.provider.fake import ANNOTATION_LB_ADDRESS, ANNOTATION_LB_ID, FakeCloud, create_cloud
 from pyccm.provider.interface import Route
 from pyccm.provider.settings import ProviderSettings
-
-
-def node(name: str, *, provider_id: str = "", internal_ip: str = "") -> Node:
-    addresses = (NodeAddress(type="InternalIP", address=internal_ip),) if internal_ip else ()
-    return Node(
-        metadata=OwnerMeta(name=name),
-        spec=NodeSpec(provider_id=provider_id),
-        status=NodeStatus(addresses=addresses),
-    )
-
+from tests.support.nodes import node
 
 SERVICE = Service(metadata=OwnerMeta(name="web", namespace="default", uid="u1"))
 
@@ -114,7 +105,7 @@ def test_a_provisioning_load_balancer_asks_to_be_called_again(cloud: FakeCloud) 
     lbs = cloud.load_balancers()
     assert lbs is not None
     cloud.set_lb_provisioning(syncs=2, retry_delay=3.0)
-    nodes = [node("node-0000", internal_ip="10.0.0.10")]
+    nodes = [node("node-0000", internal_ips=("10.0.0.10",))]
 
     delays = []
     for _ in range(2):
@@ -149,7 +140,7 @@ def test_update_changes_members_and_delete_is_idempotent(cloud: FakeCloud) -> No
 
     lbs.update(
         service=SERVICE,
-        nodes=[node("b", internal_ip="10.0.0.2"), node("a", internal_ip="10.0.0.1")],
+        nodes=[node("b", internal_ips=("10.0.0.2",)), node("a", internal_ips=("10.0.0.1",))],
     )
     lb = cloud.load_balancer("default/web")
     lbs.ensure_deleted(service=SERVICE)
@@ -163,7 +154,7 @@ def test_update_changes_members_and_delete_is_idempotent(cloud: FakeCloud) -> No
 def test_routes_map_next_hops_back_to_nodes_or_blackholes(cloud: FakeCloud) -> None:
     routes = cloud.routes()
     assert routes is not None
-    target = node("node-0000", internal_ip="10.0.0.10")
+    target = node("node-0000", internal_ips=("10.0.0.10",))
     route = Route(
         name="",
         target_node="node-0000",

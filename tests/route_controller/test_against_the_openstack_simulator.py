@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pyccm.protocol.messages import RecordEvent, Topic
-from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.protocol.views import Node
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
 from pyccm.workers.route.cidrs import parse_cluster_cidrs
@@ -21,17 +21,14 @@ from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from tests.support.nodes import node
 from tests.support.openstack import MakeCloud
 from tests.support.routes import conditions_of
 
 
 def seeded_node(index: int) -> Node:
     seed = seed_node(index)
-    return Node(
-        metadata=OwnerMeta(name=seed.name, uid=f"uid-{seed.name}", resource_version="1"),
-        spec=NodeSpec(pod_cidrs=(seed.pod_cidr,), pod_cidr=seed.pod_cidr),
-        status=NodeStatus(addresses=(NodeAddress(type="InternalIP", address=seed.internal_ip),)),
-    )
+    return node(seed.name, 1, pod_cidrs=(seed.pod_cidr,), internal_ips=(seed.internal_ip,))
 
 
 def router_routes(sim: OpenStackSimHandle) -> set[tuple[str, str]]:

@@ -21,9 +21,6 @@ from pyccm.protocol.messages import RecordEvent
 from pyccm.protocol.views import (
     LoadBalancerStatus,
     Node,
-    NodeAddress,
-    NodeSpec,
-    NodeStatus,
     OwnerMeta,
     Service,
     ServicePort,
@@ -37,6 +34,7 @@ from pyccm.sim.openstack.calllog import Call, Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
 from pyccm.workers.runtime.controller import SyncFailed
+from tests.support.nodes import node
 
 T = TypeVar("T")
 
@@ -60,15 +58,7 @@ def nodes(count: int, *, start: int = 0, sim: OpenStackSimHandle | None = None) 
     for index in range(start, start + count):
         seed = seed_node(index)
         provider_id = f"openstack:///{ids[seed.name]}" if seed.name in ids else ""
-        result.append(
-            Node(
-                metadata=OwnerMeta(name=seed.name, uid=f"uid-{seed.name}"),
-                spec=NodeSpec(provider_id=provider_id),
-                status=NodeStatus(
-                    addresses=(NodeAddress(type="InternalIP", address=seed.internal_ip),)
-                ),
-            )
-        )
+        result.append(node(seed.name, "", provider_id, internal_ips=(seed.internal_ip,)))
     return result
 
 

@@ -8,12 +8,13 @@ import ipaddress
 from dataclasses import dataclass
 
 from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
-from pyccm.protocol.views import Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
+from pyccm.protocol.views import Node, NodeCondition, NodeStatus
 from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import Routes
 from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
+from tests.support.nodes import node
 
 CLUSTER_CIDRS = (ipaddress.ip_network("10.244.0.0/16"), ipaddress.ip_network("fd00:10:244::/56"))
 WALL = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -27,14 +28,14 @@ def make_node(
     conditions: tuple[NodeCondition, ...] = (),
     version: str = "1",
 ) -> Node:
-    addresses = tuple(NodeAddress(type="InternalIP", address=ip) for ip in ips)
-    return Node(
-        metadata=OwnerMeta(name=name, uid=f"uid-{name}", resource_version=version),
-        spec=NodeSpec(pod_cidrs=cidrs, pod_cidr=cidrs[0] if cidrs else ""),
-        status=NodeStatus(
-            addresses=(*addresses, NodeAddress(type="Hostname", address=name)),
-            conditions=conditions,
-        ),
+    """A node as the route controller reads it: InternalIPs, then its Hostname; pod CIDRs."""
+    return node(
+        name,
+        version,
+        internal_ips=ips,
+        addresses=(("Hostname", name),),
+        pod_cidrs=cidrs,
+        conditions=conditions,
     )
 
 

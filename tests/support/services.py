@@ -27,9 +27,6 @@ from pyccm.protocol.messages import (
 from pyccm.protocol.views import (
     LoadBalancerStatus,
     Node,
-    NodeAddress,
-    NodeSpec,
-    NodeStatus,
     OwnerMeta,
     Service,
     ServicePort,
@@ -42,6 +39,7 @@ from pyccm.provider.interface import LoadBalancers
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service.controller import NODE_QUIET, SWEEP, ServiceController, ServiceSettings
+from tests.support.nodes import node
 
 
 def make_node(
@@ -52,18 +50,15 @@ def make_node(
     deleting: bool = False,
     version: str = "1",
 ) -> Node:
-    return Node(
-        metadata=OwnerMeta(
-            name=name,
-            uid=f"uid-{name}",
-            resource_version=version,
-            labels=labels or {},
-            deletion_timestamp="2026-11-21T00:00:00Z" if deleting else None,
-        ),
-        spec=NodeSpec(provider_id=f"fake:///{name}", taints=taints),
-        status=NodeStatus(
-            addresses=(NodeAddress(type="InternalIP", address=f"10.0.0.{name[-1]}"),)
-        ),
+    """A node of the fake cloud: providerID `fake:///NAME`, InternalIP 10.0.0.<last char>."""
+    return node(
+        name,
+        version,
+        f"fake:///{name}",
+        internal_ips=(f"10.0.0.{name[-1]}",),
+        labels=labels,
+        taints=taints,
+        deleting=deleting,
     )
 
 
