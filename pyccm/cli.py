@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any, NoReturn
 
-from pyccm import __version__, demo, gc_command, plan_command, tree_command
+from pyccm import __version__, demo, gc_command, lifetime, plan_command, tree_command
 from pyccm.manager import cli as manager_cli
 from pyccm.protocol import keys as keys_cli
 from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A program of `pyccm tree`'s supervisord ends with it, however supervisord ends.
+    lifetime.tie_to_starter()
     # Every process of the tree writes its metrics here (the manager serves them all);
     # prometheus_client needs the directory to exist before the first metric is made.
     if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

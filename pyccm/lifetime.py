@@ -14,7 +14,9 @@ starter can end, three paths, all written here once:
   blocked still hears them;
 * SIGKILL, or a crash that runs no Python: each child asked the kernel at its start for a
   signal when its parent dies (Linux's PR_SET_PDEATHSIG, SIGTERM by default), so supervisord
-  stops its programs as on any stop, and a simulator serves no further.
+  stops its programs as on any stop, and a simulator serves no further. supervisord's own
+  programs ask for the same when they start (`tie_to_starter`, from `pyccm tree`'s
+  `PYCCM_TIED_TO`): a supervisord killed outright takes them with it too.
 
 The kernel sends that signal when the *thread* that forked the child ends, not the process:
 `spawn()` therefore forks every long-running child from one daemon thread that lives as
@@ -100,6 +102,22 @@ def die_with_parent(parent: int, death_signal: int = signal.SIGTERM) -> None:
     if _prctl is not None and os.getppid() != parent:
         # The parent died before prctl: the kernel will never send it.
         os.kill(os.getpid(), death_signal)
+
+
+# Set by a starter that cannot pass a start hook (supervisord starts the tree's programs):
+# the pid of that starter. A `pyccm` process whose parent has that pid dies with it.
+TIED_TO_ENV = "PYCCM_TIED_TO"
+
+
+def tie_to_starter() -> None:
+    """`die_with_parent()` for a `pyccm` process started by the process `PYCCM_TIED_TO`
+    names (supervisord, under `pyccm tree`): a supervisord killed outright leaves no manager
+    or worker running on, even one killed while they were still starting (their parent is
+    then another process already: they end at once). The variable is taken out of this
+    process's environment, so nothing it starts in turn inherits it."""
+    starter = os.environ.pop(TIED_TO_ENV, "")
+    if starter.isdigit():
+        die_with_parent(int(starter))
 
 
 def _start_hook(parent: int, death_signal: int) -> Callable[[], None]:

@@ -9,7 +9,7 @@ environment variable, else from its default; a missing required one is one line 
 environment. supervisord keeps this process's pid: what signals the command (a container
 runtime, the demo) signals supervisord itself, which stops its programs on SIGTERM or
 SIGINT, and a parent-death signal given to this process (`pyccm.lifetime`) survives the
-exec.
+exec. Its programs die with it too, should it be killed outright (`PYCCM_TIED_TO`).
 
 `supervisord -c supervisord.conf` still works with the environment set in full (the
 image's ENV and the manifests in deploy/ do so).
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from pyccm import lifetime
 from pyccm.logs import ENV as LOG_FORMAT_ENV
 from pyccm.logs import add_log_format_flag
 from pyccm.protocol.addresses import DEFAULT_RUNTIME_DIR
@@ -222,4 +223,6 @@ def _become(supervisord: str, config: Path, settings: Mapping[str, str]) -> NoRe
     """This process becomes supervisord: same pid, same parent-death signal."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(supervisord, [supervisord, "-c", str(config)], {**os.environ, **settings})
+    # supervisord keeps this pid: its programs (`pyccm` processes) die with it.
+    tied = {lifetime.TIED_TO_ENV: str(os.getpid())}
+    os.execve(supervisord, [supervisord, "-c", str(config)], {**os.environ, **settings, **tied})

@@ -6,6 +6,7 @@ needs only the cloud config, and a missing or bad setting is one line naming it,
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,17 +15,16 @@ import pytest
 
 from pyccm import lifetime
 from pyccm.demo import simulators
-from tests.support.processes import descendants, survivors
+from tests.support.processes import Proc, descendants, kill_all, survivors
 from tests.support.waiting import wait_for
 
+SUPERVISORCTL = str(Path(sys.executable).parent / "supervisorctl")
 PROGRAMS = {"manager", "worker-node", "worker-lifecycle", "worker-service-0", "worker-route"}
 
 
 def bare_environment() -> dict[str, str]:
     """This environment without any PYCCM_* or PROMETHEUS_* variable."""
-    return {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYCCM_", "PROMETHEUS_"))
-    }
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PYCCM_", "PROMETHEUS_"))}
 
 
 def tree(*flags: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -58,7 +58,8 @@ def test_a_missing_or_bad_setting_is_one_line_naming_it(
     assert done.returncode == 2
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("pyccm tree: ") and line in done.stderr, done.stderr
+    assert done.stderr.startswith("pyccm tree: "), done.stderr
+    assert line in done.stderr, done.stderr
 
 
 def test_the_defaults_fill_in_every_variable_supervisord_conf_reads(tmp_path: Path) -> None:
@@ -89,11 +90,13 @@ def test_the_defaults_fill_in_every_variable_supervisord_conf_reads(tmp_path: Pa
 
 
 @pytest.mark.e2e
-def test_the_tree_starts_with_the_cloud_config_alone_and_stops_on_sigterm(
-    tmp_path: Path,
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_the_tree_starts_with_the_cloud_config_alone_and_its_programs_end_with_it(
+    signum: signal.Signals, tmp_path: Path
 ) -> None:
     """Against both simulators; --kubeconfig because the default is in-cluster, the others
-    to run beside other tests."""
+    to run beside other tests. SIGTERM: supervisord stops its programs; SIGKILL: each of
+    them gets SIGTERM from the kernel (they asked for it at start: PYCCM_TIED_TO)."""
     run = tmp_path / "run"
     with simulators(tmp_path, nodes=1, latency=0) as world:
         command = [sys.executable, "-m", "pyccm", "tree", f"--cloud-config={world.cloud_conf}"]
@@ -103,12 +106,12 @@ def test_the_tree_starts_with_the_cloud_config_alone_and_stops_on_sigterm(
             started = lifetime.spawn(
                 command, env=bare_environment(), stdout=log, stderr=log, cwd=tmp_path
             )
+        programs: set[Proc] = set()
         try:
 
             def status() -> dict[str, str]:
                 done = subprocess.run(
-                    [str(Path(sys.executable).parent / "supervisorctl")]
-                    + [f"--serverurl=unix://{run}/supervisor.sock", "status"],
+                    [SUPERVISORCTL, f"--serverurl=unix://{run}/supervisor.sock", "status"],
                     capture_output=True,
                     text=True,
                     timeout=30,
@@ -120,8 +123,9 @@ def test_the_tree_starts_with_the_cloud_config_alone_and_stops_on_sigterm(
                 return {row[0].split(":")[-1]: row[1] for row in rows if len(row) > 1}
 
             wait_for(
-                lambda: {name for name, state in status().items() if state == "RUNNING"}
-                == PROGRAMS,
+                lambda: (
+                    {name for name, state in status().items() if state == "RUNNING"} == PROGRAMS
+                ),
                 timeout=60,
                 what=f"supervisord runs {sorted(PROGRAMS)}",
             )
@@ -129,7 +133,13 @@ def test_the_tree_starts_with_the_cloud_config_alone_and_stops_on_sigterm(
             assert (run / "supervisord.pid").read_text().strip() == str(started.pid)
             programs = descendants(started.pid)
             assert len(programs) == len(PROGRAMS)
+            started.send_signal(signum)
+            assert started.wait(60) == (0 if signum == signal.SIGTERM else -signal.SIGKILL)
+            wait_for(
+                lambda: not survivors(programs),
+                timeout=60,
+                what=f"supervisord's programs end after its {signum.name}: {survivors(programs)}",
+            )
         finally:
-            code = lifetime.stop(started)
-        assert code == 0
-        assert not survivors(programs)
+            lifetime.stop(started)
+            kill_all(programs)
