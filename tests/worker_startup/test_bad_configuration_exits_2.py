@@ -92,3 +92,23 @@ def test_a_cloud_conf_without_auth_url_names_file_section_and_key_only(tmp_path:
         "(or use-clouds with a clouds.yaml)"
     ]
     assert "not-logged" not in done.stderr
+
+
+def test_a_v3_username_without_its_domain_is_one_line_naming_the_missing_setting(
+    tmp_path: Path,
+) -> None:
+    """keystoneauth refuses the auth options while the connection is built (no request is
+    made): the worker says so in one line and exits 2, the password nowhere in it."""
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(
+        "[Global]\nauth-url = http://127.0.0.1:9/v3\nusername = admin\n"
+        "password = not-logged\ntenant-name = demo\nregion = RegionOne\n"
+    )
+    done = worker(tmp_path, "service", "--cloud-config", str(conf))
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(
+        "pyccm worker service: cloud.conf [Global]: You have provided a username"
+    )
+    assert "user_domain_name" in line
+    assert "not-logged" not in done.stderr

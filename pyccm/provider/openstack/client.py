@@ -51,6 +51,7 @@ from pyccm.provider.errors import (
     CloudConflict,
     CloudError,
     CloudNotFound,
+    ConfigError,
     ProviderError,
     RetryAfter,
 )
@@ -572,24 +573,34 @@ def _version() -> str:
 
 
 def connect(*, settings: OpenStackSettings) -> Connection:
-    """The process's Connection. No network I/O happens until the first call."""
+    """The process's Connection. No network I/O happens until the first call.
+
+    An authentication setting the SDK refuses (a V3 username without its domain, say) is
+    the configuration's fault: ConfigError, one line, no secret in it.
+    """
     import openstack
+    from keystoneauth1 import exceptions as ksa_exceptions
+    from openstack import exceptions as sdk_exceptions
 
     g = settings.global_
     auth_type, auth = auth_arguments(g)
-    with quiet_config_warnings():
-        return openstack.connect(
-            load_yaml_config=False,
-            load_envvars=False,
-            app_name="pyccm",
-            app_version=_version(),
-            auth_type=auth_type,
-            auth=auth,
-            region_name=g.region or None,
-            interface=g.interface,
-            api_timeout=settings.metadata.request_timeout,
-            **_tls_arguments(g),
-        )
+    try:
+        with quiet_config_warnings():
+            return openstack.connect(
+                load_yaml_config=False,
+                load_envvars=False,
+                app_name="pyccm",
+                app_version=_version(),
+                auth_type=auth_type,
+                auth=auth,
+                region_name=g.region or None,
+                interface=g.interface,
+                api_timeout=settings.metadata.request_timeout,
+                **_tls_arguments(g),
+            )
+    except (ksa_exceptions.OptionError, sdk_exceptions.ConfigException) as exc:
+        message = " ".join(Redactor(g.secrets())(str(exc)).split())
+        raise ConfigError(f"cloud.conf [Global]: {message}") from None
 
 
 def build_client(
