@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pyccm.logs import add_log_format_flag, configure
 from pyccm.manager.access import AccessSettings
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         serving, access = serving_settings(args)
         classes = load_balancer_classes(args)
     except ValueError as error:
-        print(f"pyccm manager: {error}")
+        print(f"pyccm manager: {error}", file=sys.stderr)
         return 2
     pub, router = resolve(args)
     settings = ManagerSettings(
@@ -250,9 +251,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         manager = Manager(settings=settings)
     except ValueError as error:  # a serving certificate or key that does not load
-        print(f"pyccm manager: {error}")
+        print(f"pyccm manager: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # the secure port is taken, or the address is not ours
-        print(f"pyccm manager: cannot serve on {args.bind_address}:{args.secure_port}: {error}")
+        print(
+            f"pyccm manager: cannot serve on {args.bind_address}:{args.secure_port}: {error}",
+            file=sys.stderr,
+        )
         return 1
     return manager.run()

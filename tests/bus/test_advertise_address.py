@@ -80,6 +80,7 @@ def test_an_address_that_cannot_be_advertised_stops_the_manager_with_exit_2(
     assert result.returncode == 2, result.stdout + result.stderr
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) == 1, lines
+    assert result.stdout == ""
     assert lines[0].startswith("pyccm manager: --bus-advertise-address needs ")
     assert named in lines[0]
 
