@@ -5,6 +5,13 @@ and which periodic tasks it wants. The runtime does the rest: replica, queue, th
 backoff, transport to the manager, metrics. A sync reads the replica, calls the provider,
 and returns the actions the manager should apply; it raises `provider.errors.RetryAfter`
 to be called again after a fixed delay, and any other exception to back off.
+
+A sync may instead commit some actions itself, through the `Committer` it was built with,
+when what it does next depends on their having landed, and return the rest. The service
+controller does so for every Service write: the finalizer lands before the first cloud
+call (nothing is created that a deletion could miss), and a step's status, annotations and
+events land before the step is recorded as done (a write the manager could not apply is
+sent again, not forgotten). pyccm/workers/service/README.md says where.
 """
 
 from __future__ import annotations
