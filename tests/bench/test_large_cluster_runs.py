@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
 from pyccm.demo import SUMMARY_ROWS, _table, demo_kube_qps, demo_timeout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +40,7 @@ def test_the_benchmark_runs_every_phase_and_its_checks_pass(tmp_path: Path) -> N
         timeout=230,
         cwd=REPO,
         check=False,
+        **lifetime.tied(),  # a killed pytest takes it, and so all it started, with it
     )
     assert result.returncode == 0, result.stdout + result.stderr
     table = out.with_suffix(".md").read_text()

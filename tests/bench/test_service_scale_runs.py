@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pyccm import lifetime
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +41,7 @@ def test_the_benchmark_converges_counts_a_read_only_resync_and_writes_its_table(
         timeout=230,
         cwd=REPO,
         check=False,
+        **lifetime.tied(),  # a killed pytest takes it, and so all it started, with it
     )
     assert result.returncode == 0, result.stdout + result.stderr
     table = out.with_suffix(".md").read_text()

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from pyccm import lifetime
+
 pytestmark = pytest.mark.e2e
 
 
@@ -17,6 +19,7 @@ def test_the_demo_does_the_whole_mission_and_exits_zero() -> None:
         text=True,
         timeout=240,
         check=False,
+        **lifetime.tied(),  # a killed pytest takes it, and so all it started, with it
     )
     assert result.returncode == 0, result.stdout + result.stderr
     final = result.stdout.split("\r")[-1]
