@@ -57,5 +57,18 @@ bench: setup
 	$(RUN) python -m bench.service_scale
 	$(RUN) python -m bench.large_cluster --max-request-body-size 4194304
 
+# The container image (deploy/image/README.md): the Containerfile built with buildah, on
+# local Debian bases when no registry is reachable (PYTHON_IMAGE=python:3.11-slim to use
+# that one), saved as build/pyccm-image.oci.tar. Needs root; installs buildah and
+# mmdebstrap with apt-get when missing.
+.PHONY: image image-test
+image:
+	deploy/image/build.sh
+
+# The image tier (tests/image): the built image's own command run inside it with buildah,
+# the whole tree against both simulators, as uid 65532 on an unchanged root; its packages.
+image-test: setup image
+	$(RUN) pytest -m image -v -p no:cacheprovider tests/image
+
 clean:
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache
