@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any, NoReturn
 
-from pyccm import __version__, demo, gc_command, lifetime, plan_command, tree_command
+from pyccm import __version__, demo, gc_command, keys_command, lifetime, plan_command, tree_command
 from pyccm.manager import cli as manager_cli
-from pyccm.protocol import keys as keys_cli
 from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
 from pyccm.sim import cli as sim_cli
 from pyccm.workers import cli as worker_cli
@@ -113,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(commands)
     manager_cli.register(commands)
     worker_cli.register(commands)
-    keys_cli.register(commands)
+    keys_command.register(commands)
     gc_command.register(commands)
     plan_command.register(commands)
     sim_cli.register(commands)

@@ -1,7 +1,7 @@
 """`pyccm keys`: the bus's CURVE keys for split mode, made in one step (manager/BUS.md).
 
 `generate DIR` writes one directory per party, each exactly what that party's
-`--bus-curve-dir` reads (protocol/addresses.py):
+`--bus-curve-dir` reads (flags/addresses.py):
 
     DIR/manager/server.key_secret          the manager's key pair (every replica shares it)
     DIR/manager/authorized/<worker>.key    the public key of each worker it accepts
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyccm.protocol.addresses import (
+from pyccm.flags.addresses import (
     AUTHORIZED_DIR,
     CLIENT_SECRET,
     SERVER_PUBLIC,

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from pyccm import lifetime
+from pyccm.flags.addresses import DEFAULT_RUNTIME_DIR
+from pyccm.flags.cluster_id import ENV as CLUSTER_ID_ENV
+from pyccm.flags.cluster_id import add_cluster_id_flag
 from pyccm.logs import ENV as LOG_FORMAT_ENV
 from pyccm.logs import add_log_format_flag
-from pyccm.protocol.addresses import DEFAULT_RUNTIME_DIR
-from pyccm.protocol.cluster_id import ENV as CLUSTER_ID_ENV
-from pyccm.protocol.cluster_id import add_cluster_id_flag
 
 CONFIG = "supervisord.conf"
 # A checkout's supervisord.conf, beside the package (an installed wheel has none there).

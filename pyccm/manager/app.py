@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from types import FrameType
 
+from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.cluster import read_cluster_id
 from pyccm.kubeapi.informer import NODES, SERVICES, Informer
@@ -29,7 +30,6 @@ from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.manager.http import Checks, HttpServer
 from pyccm.manager.serving import ServingSettings
 from pyccm.manager.store import Cache
-from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
 from pyccm.protocol.projections import views
 

@@ -30,11 +30,11 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
+from pyccm.exposition import REPORT_MAX_AGE
+from pyccm.flags.addresses import ServerCurve, require_curve
 from pyccm.manager import metrics
 from pyccm.manager.store import Cache, Channel
-from pyccm.protocol.addresses import ServerCurve, require_curve
 from pyccm.protocol.drops import DropLog
-from pyccm.protocol.exposition import REPORT_MAX_AGE
 from pyccm.protocol.mailbox import Mailbox
 from pyccm.protocol.messages import (
     PROTOCOL_VERSION,
@@ -82,7 +82,7 @@ class BusSettings:
     # PUB drops past this many queued frames per subscriber: a slow worker resnapshots
     # instead of growing the manager's memory without bound.
     send_hwm: int = 200_000
-    # CURVE keys (protocol/addresses.py): required for any address that is not ipc://, so a
+    # CURVE keys (flags/addresses.py): required for any address that is not ipc://, so a
     # tcp port is never open to whoever can reach it; optional on ipc://.
     curve: ServerCurve | None = None
     # This replica's own (PUB, ROUTER) addresses as workers reach them (--bus-advertise-

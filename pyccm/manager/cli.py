@@ -5,23 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyccm.logs import add_log_format_flag, configure
-from pyccm.manager.access import AccessSettings
-from pyccm.manager.serving import ServingSettings
-from pyccm.protocol.addresses import (
+from pyccm.flags.addresses import (
     add_advertise_flag,
     add_bus_flags,
     advertise,
     resolve,
     server_curve,
 )
-from pyccm.protocol.cluster_id import add_cluster_id_flag
-from pyccm.protocol.controllers import parse_controllers
-from pyccm.protocol.durations import duration_flag
-from pyccm.protocol.load_balancer_class import (
+from pyccm.flags.cluster_id import add_cluster_id_flag
+from pyccm.flags.durations import duration_flag
+from pyccm.flags.load_balancer_class import (
     add_load_balancer_class_flags,
     load_balancer_classes,
 )
+from pyccm.logs import add_log_format_flag, configure
+from pyccm.manager.access import AccessSettings
+from pyccm.manager.serving import ServingSettings
+from pyccm.protocol.controllers import parse_controllers
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

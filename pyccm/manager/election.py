@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from pyccm.flags.addresses import BUS_ENDPOINTS_ANNOTATION, format_endpoints, parse_endpoints
 from pyccm.kubeapi.client import KubeClient
 from pyccm.kubeapi.errors import Conflict, KubeError, NotFound
 from pyccm.manager import metrics
-from pyccm.protocol.addresses import BUS_ENDPOINTS_ANNOTATION, format_endpoints, parse_endpoints
 from pyccm.protocol.decoding import decode_json
 
 log = logging.getLogger(__name__)

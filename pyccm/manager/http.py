@@ -7,7 +7,7 @@ can do its job now: caches synced and every expected worker connected (a standby
 when it is healthy). `/metrics` is one scrape for the whole process tree: with
 `PROMETHEUS_MULTIPROC_DIR` set (supervisord sets it for every process) it aggregates every
 process's metrics; in split mode it adds each worker's last report over the bus, labelled
-`worker` (protocol/exposition.py). `?verbose` lists every check, as upstream.
+`worker` (pyccm/exposition.py). `?verbose` lists every check, as upstream.
 
 Every request passes the access gate first (access.py): the probes' paths are open, the
 rest needs a token or client certificate the API server vouches for. A refusal is a
@@ -34,9 +34,9 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import mark_process_dead
 
+from pyccm import exposition
 from pyccm.manager.access import Gate, Verdict
 from pyccm.manager.serving import ServingSettings, server_context
-from pyccm.protocol import exposition
 
 log = logging.getLogger(__name__)
 

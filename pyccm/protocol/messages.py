@@ -143,7 +143,7 @@ class Identity(_Message, frozen=True, tag="identity"):
 
 class WorkerMetrics(_Message, frozen=True, tag="metrics"):
     """A worker's own metrics, in the Prometheus text format, every
-    `protocol.exposition.REPORT_INTERVAL` on a tcp:// bus: a split-mode worker's pod serves
+    `pyccm.exposition.REPORT_INTERVAL` on a tcp:// bus: a split-mode worker's pod serves
     no port, so the manager's `/metrics` carries them (labelled with `worker`)."""
 
     worker: str

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
+from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import Topic
 from pyccm.protocol.views import (
     Node,

@@ -22,8 +22,8 @@ from types import FrameType
 
 from prometheus_client import Gauge
 
+from pyccm.flags.addresses import client_curve, resolve
 from pyccm.logs import configure
-from pyccm.protocol.addresses import client_curve, resolve
 from pyccm.protocol.controllers import canonical
 from pyccm.protocol.messages import SessionId
 from pyccm.provider.errors import ConfigError
@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _bus_settings(args: argparse.Namespace) -> BusClientSettings:
     """The bus flags, checked (a tcp:// address without CURVE keys, a missing key file:
-    one line and exit 2, from protocol.addresses)."""
+    one line and exit 2, from pyccm.flags.addresses)."""
     pub, router = resolve(args)
     return BusClientSettings(pub_address=pub, router_address=router, curve=client_curve(args))
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from pyccm.flags.addresses import add_bus_flags
+from pyccm.flags.durations import duration_flag
 from pyccm.logs import add_log_format_flag
-from pyccm.protocol.addresses import add_bus_flags
 from pyccm.protocol.controllers import WORKER_ALIASES
-from pyccm.protocol.durations import duration_flag
 from pyccm.workers.registry import SPECS
 from pyccm.workers.runtime.identity import add_cluster_id_flag
 

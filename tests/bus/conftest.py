@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pyccm.flags.addresses import load_server_curve
 from pyccm.manager.bus import BusSettings
-from pyccm.protocol.addresses import load_server_curve
 from tests.support.bus import Bus, KeyDirs, make_key_dirs
 from tests.support.ports import free_port
 

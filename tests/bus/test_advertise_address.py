@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.protocol.addresses import advertised, parse_endpoints
-from pyccm.protocol.keys import generate
+from pyccm.flags.addresses import advertised, parse_endpoints
+from pyccm.keys_command import generate
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
+from pyccm.flags.addresses import load_client_curve, load_server_curve
+from pyccm.keys_command import add_worker, generate
 from pyccm.manager.bus import BusSettings
-from pyccm.protocol.addresses import load_client_curve, load_server_curve
-from pyccm.protocol.keys import add_worker, generate
 from tests.support.bus import Bus
 from tests.support.nodes import node
 from tests.support.ports import free_port

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from pyccm.cli import build_parser
-from pyccm.manager.bus import BusSettings
-from pyccm.protocol.addresses import (
+from pyccm.flags.addresses import (
     client_curve,
     load_client_curve,
     load_server_curve,
     resolve,
     server_curve,
 )
+from pyccm.manager.bus import BusSettings
 from pyccm.workers.runtime.bus import BusClientSettings
 from tests.support.bus import KeyDirs
 

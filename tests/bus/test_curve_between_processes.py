@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pyccm import lifetime
-from pyccm.protocol.addresses import load_client_curve
+from pyccm.flags.addresses import load_client_curve
 from pyccm.protocol.messages import SessionId, Topic
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings

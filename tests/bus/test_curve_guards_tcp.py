@@ -10,8 +10,8 @@ from pathlib import Path
 
 import zmq
 
+from pyccm.flags.addresses import load_client_curve, load_server_curve
 from pyccm.manager.bus import BusSettings
-from pyccm.protocol.addresses import load_client_curve, load_server_curve
 from pyccm.protocol.messages import Hello, SessionId, Topic, encode
 from pyccm.workers.runtime.replica import Replica
 from tests.support.bus import Bus, KeyDirs

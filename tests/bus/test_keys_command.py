@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pyccm.flags.addresses import load_client_curve, load_server_curve
 from pyccm.manager.bus import BusSettings
-from pyccm.protocol.addresses import load_client_curve, load_server_curve
 from tests.support.bus import Bus
 from tests.support.nodes import node
 from tests.support.ports import free_port

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.protocol.keys import add_worker, generate
+from pyccm.keys_command import add_worker, generate
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = [

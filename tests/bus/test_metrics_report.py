@@ -4,7 +4,7 @@ PROMETHEUS_MULTIPROC_DIR there)."""
 
 from __future__ import annotations
 
-from pyccm.protocol.exposition import REPORT_INTERVAL
+from pyccm.exposition import REPORT_INTERVAL
 from pyccm.protocol.messages import SessionId, WorkerMetrics, decode
 from pyccm.workers.runtime.bus import DELTAS_RECEIVED
 from pyccm.workers.runtime.metrics_report import MetricsReport

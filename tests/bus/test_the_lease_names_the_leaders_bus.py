@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from pyccm.flags.addresses import BUS_ENDPOINTS_ANNOTATION
 from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.manager.election import ElectionSettings, Elector
-from pyccm.protocol.addresses import BUS_ENDPOINTS_ANNOTATION
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.waiting import eventually
 

@@ -43,8 +43,8 @@ from prometheus_client.samples import Sample
 
 from pyccm import lifetime
 from pyccm.demo import World, simulators
+from pyccm.exposition import REPORT_INTERVAL
 from pyccm.logs import parse_time
-from pyccm.protocol.exposition import REPORT_INTERVAL
 from tests.support.ports import free_port
 from tests.support.tree import Kube, initialized
 from tests.support.waiting import wait_for

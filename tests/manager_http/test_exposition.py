@@ -1,5 +1,5 @@
 """The manager's /metrics page with split-mode workers' reports merged in
-(protocol/exposition.py): one family per name, each report's samples labelled with its
+(pyccm/exposition.py): one family per name, each report's samples labelled with its
 worker, the result parseable as Prometheus reads it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyccm.protocol.exposition import merge, render
+from pyccm.exposition import merge, render
 
 
 def registry_with(requests: float, *, lag: float | None = None) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.protocol.durations import parse_duration
+from pyccm.flags.durations import parse_duration
 from pyccm.provider.openstack.config import load_settings
 
 MINIMAL = """\

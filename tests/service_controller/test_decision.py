@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from pyccm.protocol.load_balancer_class import LoadBalancerClasses
+from pyccm.flags.load_balancer_class import LoadBalancerClasses
 from pyccm.protocol.views import (
     LoadBalancerIngress,
     LoadBalancerStatus,

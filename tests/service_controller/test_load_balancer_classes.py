@@ -12,7 +12,7 @@ import sys
 import msgspec
 import pytest
 
-from pyccm.protocol.load_balancer_class import LoadBalancerClasses
+from pyccm.flags.load_balancer_class import LoadBalancerClasses
 from pyccm.protocol.messages import PatchServiceStatus, Topic
 from pyccm.protocol.projections import VIEWS, project, views
 from pyccm.protocol.views import LoadBalancerIngress, LoadBalancerStatus, Service, ServiceStatus

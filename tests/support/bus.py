@@ -10,9 +10,9 @@ from pathlib import Path
 
 import zmq.auth
 
+from pyccm.flags.addresses import ClientCurve
 from pyccm.manager.bus import BusServer, BusSettings, WorkerIdentity
 from pyccm.manager.store import Cache
-from pyccm.protocol.addresses import ClientCurve
 from pyccm.protocol.messages import Ack, Delta, Result, SessionId, Topic
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.replica import Replica

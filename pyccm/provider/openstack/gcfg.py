@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyccm.protocol.durations import parse_duration
+from pyccm.flags.durations import parse_duration
 from pyccm.provider.errors import ConfigError
 
 # Keys whose values are credentials: never echoed in an error message.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyccm.protocol.durations import duration_flag
+from pyccm.flags.durations import duration_flag
 from pyccm.workers.runtime.controller import Controller
 from pyccm.workers.runtime.spec import (
     DURATION,

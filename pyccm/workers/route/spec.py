@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyccm.protocol.durations import duration_flag
+from pyccm.flags.durations import duration_flag
 from pyccm.provider.errors import ConfigError
 from pyccm.workers.route.cidrs import parse_cluster_cidrs
 from pyccm.workers.runtime.controller import Controller

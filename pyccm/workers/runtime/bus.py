@@ -28,7 +28,7 @@ import msgspec
 import zmq
 from prometheus_client import Counter
 
-from pyccm.protocol.addresses import ClientCurve, require_curve
+from pyccm.flags.addresses import ClientCurve, require_curve
 from pyccm.protocol.drops import DropLog
 from pyccm.protocol.mailbox import Mailbox
 from pyccm.protocol.messages import (
@@ -83,7 +83,7 @@ class BusClientSettings:
     # A hello that could not even be queued (no connection yet: a CURVE handshake takes a
     # few ms longer than the first send) is retried this soon instead of after hello_retry.
     hello_unsent_retry: float = 0.02
-    # CURVE keys (protocol/addresses.py): required for any address that is not ipc://,
+    # CURVE keys (flags/addresses.py): required for any address that is not ipc://,
     # because the manager only talks CURVE there; optional on ipc://.
     curve: ClientCurve | None = None
     # The first move to another manager's addresses is at once; each further one before

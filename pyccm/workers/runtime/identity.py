@@ -14,7 +14,7 @@ import argparse
 import logging
 import os
 
-from pyccm.protocol.cluster_id import add_cluster_id_flag
+from pyccm.flags.cluster_id import add_cluster_id_flag
 from pyccm.provider.errors import ConfigError
 
 __all__ = ["add_cloud_flags", "add_cluster_id_flag", "resolve_cluster_id"]

@@ -1,4 +1,4 @@
-"""A split-mode worker's metrics, sent to its manager (protocol/exposition.py says why).
+"""A split-mode worker's metrics, sent to its manager (pyccm/exposition.py says why).
 
 On a tcp:// bus the worker is in a pod of its own, whose metrics nobody scrapes: every
 `REPORT_INTERVAL` it sends them to the manager, which serves them with its own. The first
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pyccm.protocol.exposition import REPORT_INTERVAL, local_registry, render
+from pyccm.exposition import REPORT_INTERVAL, local_registry, render
 from pyccm.protocol.messages import SessionId, WorkerMetrics, encode
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
+from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.provider.interface import Cloud
 from pyccm.workers.runtime.commit import Committer
 from pyccm.workers.runtime.controller import Controller, Disabled

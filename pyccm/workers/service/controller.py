@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import msgspec
 from prometheus_client import Counter, Histogram
 
-from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
+from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import (
     Ack,
     Action,

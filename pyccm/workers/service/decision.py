@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyccm.protocol.load_balancer_class import UNCLASSED, LoadBalancerClasses
+from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.projections import wants_load_balancer
 from pyccm.protocol.views import Service
 from pyccm.workers.runtime.controller import Later

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from pyccm.protocol.durations import duration_flag
-from pyccm.protocol.load_balancer_class import (
+from pyccm.flags.durations import duration_flag
+from pyccm.flags.load_balancer_class import (
     add_load_balancer_class_flags,
     load_balancer_classes,
 )
