@@ -25,16 +25,24 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import stat
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+from pyccm.demo import World
+from pyccm.sim.scenario import CLUSTER_CIDR
+from tests.support.logs import manager_get
 from tests.support.processes import PROC, Proc, descendants, kill_all, survivors
+from tests.support.waiting import wait_for
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = Path(os.environ.get("PYCCM_IMAGE_ARCHIVE", REPO / "build" / "pyccm-image.oci.tar"))
@@ -48,6 +56,9 @@ RUNC_INIT = (
     "os.setgroups([]); os.setgid(gid); os.setuid(uid); "
     "os.execvp(sys.argv[3], sys.argv[3:])"
 )
+# Where the manifests mount cloud.conf (a Secret's volume); the kubeconfig goes beside it.
+CONFIG_DIR = "/etc/pyccm/cloud"
+STARTUP = 180.0
 # What the snapshot of a root file system leaves out: the kernel's and the mounts' trees.
 NOT_THE_IMAGE = ("proc", "sys", "dev")
 
@@ -341,3 +352,85 @@ def credentials(pid: int) -> tuple[str, str, str, str]:
         status["Groups"].strip(),
         status["CapEff"].strip(),
     )
+
+
+@dataclass(frozen=True)
+class Pod:
+    """The image run as the manifests run it: its volumes (host directory, container path,
+    mode) and the manager's port."""
+
+    volumes: list[tuple[Path, str, str]]
+    runtime: Path  # mounted at PYCCM_RUNTIME_DIR, writable, the user's (an emptyDir)
+    config: Path  # mounted at CONFIG_DIR, read-only: cloud.conf and a kubeconfig
+    port: int
+    uid: int
+    gid: int
+
+
+def pod(box: Container, workdir: Path, *, port: int) -> Pod:
+    """The volumes for a run of `box` on a read-only root: PYCCM_RUNTIME_DIR and the
+    config as the manifests mount them, and every other directory of the image the user
+    could write in (/tmp, /var/tmp, /run/lock: world-writable) covered by an empty
+    read-only volume, as readOnlyRootFilesystem makes them."""
+    user, _, group = box.config.user.partition(":")
+    uid, gid = int(user), int(group)
+    runtime_dir = box.config.env["PYCCM_RUNTIME_DIR"]
+    runtime, config, empty = workdir / "run", workdir / "config", workdir / "empty"
+    runtime.mkdir(mode=0o700)
+    shutil.chown(runtime, uid, gid)
+    config.mkdir(mode=0o755)
+    empty.mkdir(mode=0o755)
+    volumes = [
+        (empty, path, "ro")
+        for path in writable_by(snapshot(box.rootfs), uid, gid)
+        if path != runtime_dir and not path.startswith(runtime_dir + "/")
+    ]
+    volumes += [(runtime, runtime_dir, "rw"), (config, CONFIG_DIR, "ro")]
+    return Pod(volumes, runtime, config, port, uid, gid)
+
+
+@contextmanager
+def tree_in_image(
+    box: Container, world: World, where: Pod, *, log: Path, manager_args: str = ""
+) -> Iterator[Started]:
+    """The image's own command (supervisord and the tree) on `world`'s simulators, with the
+    values the manifests set for a cluster (the rest is the image's ENV), once the
+    manager's /readyz answers; stopped at the end (`started`)."""
+    for source, name in ((world.kubeconfig, "kubeconfig"), (world.cloud_conf, "cloud.conf")):
+        shutil.copy(source, where.config / name)
+        shutil.chown(where.config / name, where.uid, where.gid)
+        (where.config / name).chmod(0o400)
+    env = {
+        "PYCCM_KUBECONFIG": f"{CONFIG_DIR}/kubeconfig",
+        "PYCCM_CLOUD_CONFIG": f"{CONFIG_DIR}/cloud.conf",
+        "PYCCM_CLUSTER_CIDR": CLUSTER_CIDR,
+        "PYCCM_MANAGER_ARGS": f"--bind-address=127.0.0.1 --secure-port={where.port} "
+        f"--leader-elect-retry-period=0.5 {manager_args}",
+    }
+    with started(box, box.config.command, log=log, volumes=where.volumes, env=env) as tree:
+        wait_for(
+            watching(tree, lambda: ready(where.port)),
+            timeout=STARTUP,
+            what=f"the manager's /readyz answers 200 (log: {log})",
+        )
+        yield tree
+
+
+def watching(tree: Started, probe: Callable[[], T]) -> Callable[[], T]:
+    """`probe`, failing at once (with the log's end) if the image's command has ended."""
+
+    def watched() -> T:
+        if tree.run.poll() is not None:
+            tail = tree.log.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"the image's command ended (exit {tree.run.returncode}):\n{tail}")
+        return probe()
+
+    return watched
+
+
+def ready(port: int) -> bool:
+    try:
+        status, _ = manager_get(port, "/readyz")
+    except OSError:
+        return False
+    return status == 200

@@ -14,39 +14,34 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import tomllib
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from pyccm.demo import simulators
-from pyccm.sim.scenario import CLUSTER_CIDR
 from tests.image.container import (
+    CONFIG_DIR,
     REPO,
+    STARTUP,
     Container,
-    Started,
     changes,
     credentials,
+    pod,
     snapshot,
-    started,
     stop,
-    writable_by,
+    tree_in_image,
+    watching,
 )
-from tests.support.logs import manager_get
 from tests.support.ports import free_port
 from tests.support.tree import Cloud, Kube, ingress_ips, initialized
 from tests.support.waiting import wait_for
 
-T = TypeVar("T")
 pytestmark = [pytest.mark.image, pytest.mark.timeout(900)]
 
 NONROOT = 65532
-STARTUP = 180.0
-# Where the manifests mount cloud.conf (a Secret's volume); the kubeconfig goes beside it.
-CONFIG_DIR = "/etc/pyccm/cloud"
 # The programs supervisord.conf starts (one service shard), as their command lines say.
 PROGRAMS = {
     *("supervisord", "manager", "worker cloud-node", "worker cloud-node-lifecycle"),
@@ -139,8 +134,6 @@ def test_the_runtime_has_no_build_or_test_tool(image: Container) -> None:
 
 def locked_runtime() -> set[str]:
     """The distributions uv.lock gives the runtime (no dev group), and pyccm."""
-    import subprocess
-
     uv = shutil.which("uv") or str(REPO / ".tools" / "bin" / "uv")
     exported = subprocess.run(
         [uv, "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project"],
@@ -161,70 +154,28 @@ def test_the_image_command_runs_the_tree_as_its_user_on_a_read_only_root(
     image: Container, tmp_path: Path
 ) -> None:
     runtime_dir = image.config.env["PYCCM_RUNTIME_DIR"]
-    # The writable volume the manifests mount there (an emptyDir), owned by the user.
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    shutil.chown(runtime, NONROOT, NONROOT)
-    port = free_port()
-    config = tmp_path / "config"  # the Secret's volume: cloud.conf and a kubeconfig
-    config.mkdir(mode=0o755)
-    # A read-only root for the user: every directory of the image it could write in (/tmp,
-    # /var/tmp, /run/lock: world-writable) is covered by an empty read-only volume, as
-    # readOnlyRootFilesystem makes them; the manifests' volumes are mounted where they are.
-    empty = tmp_path / "empty"
-    empty.mkdir(mode=0o755)
-    writable = writable_by(snapshot(image.rootfs), NONROOT, NONROOT)
-    volumes = [
-        (empty, path, "ro")
-        for path in writable
-        if path != runtime_dir and not path.startswith(runtime_dir + "/")
-    ]
-    volumes += [(runtime, runtime_dir, "rw"), (config, CONFIG_DIR, "ro")]
+    where = pod(image, tmp_path, port=free_port())
     # What buildah's own run changes in the root (its mount points, /run): a no-op first.
     before_any = snapshot(image.rootfs, skip=[runtime_dir, CONFIG_DIR])
-    assert image.run(["true"], volumes=volumes).returncode == 0
+    assert image.run(["true"], volumes=where.volumes).returncode == 0
     before = snapshot(image.rootfs, skip=[runtime_dir, CONFIG_DIR])
     footprint = changes(before_any, before)
     with ExitStack() as stack:
         world = stack.enter_context(simulators(tmp_path, nodes=2, latency=0))
-        for source, name in ((world.kubeconfig, "kubeconfig"), (world.cloud_conf, "cloud.conf")):
-            shutil.copy(source, config / name)
-            shutil.chown(config / name, NONROOT, NONROOT)
-            (config / name).chmod(0o400)
-        # What the manifests set for a cluster (deploy/); the rest is the image's ENV.
-        env = {
-            "PYCCM_KUBECONFIG": f"{CONFIG_DIR}/kubeconfig",
-            "PYCCM_CLOUD_CONFIG": f"{CONFIG_DIR}/cloud.conf",
-            "PYCCM_CLUSTER_CIDR": CLUSTER_CIDR,
-            "PYCCM_MANAGER_ARGS": f"--bind-address=127.0.0.1 --secure-port={port} "
-            "--leader-elect-retry-period=0.5",
-        }
-        tree = stack.enter_context(
-            started(
-                image,
-                image.config.command,
-                log=tmp_path / "container.log",
-                volumes=volumes,
-                env=env,
-            )
-        )
+        log = tmp_path / "container.log"
+        tree = stack.enter_context(tree_in_image(image, world, where, log=log))
         kube = Kube(world.kubeconfig)
         stack.callback(kube.client.close)
         wait_for(
-            watching(tree, lambda: _ready(port)),
-            timeout=STARTUP,
-            what=f"the manager's /readyz answers 200 (log: {tree.log})",
-        )
-        wait_for(
             watching(tree, lambda: initialized(kube, ["node-0000", "node-0001"])),
             timeout=STARTUP,
-            what=f"the tree initializes the nodes (log: {tree.log})",
+            what=f"the tree initializes the nodes (log: {log})",
         )
         kube.create_service("web")
         (ip,) = wait_for(
             watching(tree, lambda: ingress_ips(kube.service("web"))),
             timeout=STARTUP,
-            what=f"the Service gets its load balancer's ingress IP (log: {tree.log})",
+            what=f"the Service gets its load balancer's ingress IP (log: {log})",
         )
         cloud = Cloud(world.cloud_url, world.cloud_conf.parent / "clouds.yaml")
         assert ip in {f["floating_ip_address"] for f in cloud.rows("floatingip")}
@@ -236,31 +187,10 @@ def test_the_image_command_runs_the_tree_as_its_user_on_a_read_only_root(
         assert {credentials(p.pid) for p in procs} == {(user, user, "", "0" * 16)}
         # SIGTERM to the image's command (process 1 in a pod) ends the whole tree.
         assert stop(tree) == []
-    assert tree.run.returncode == 0, tree.log.read_text()[-2000:]
+    assert tree.run.returncode == 0, log.read_text()[-2000:]
     # It wrote where it may: supervisord's socket and pid file, the metrics files.
-    assert (runtime / "supervisor.sock").exists() or (runtime / "metrics").is_dir()
-    assert any((runtime / "metrics").iterdir())
+    assert any((where.runtime / "metrics").iterdir())
     # And nowhere else: the image's root is as it was, but for what buildah's own run of
     # `true` with the same volumes changed too.
     after = snapshot(image.rootfs, skip=[runtime_dir, CONFIG_DIR])
     assert {p: c for p, c in changes(before, after).items() if footprint.get(p) != c} == {}
-
-
-def watching(tree: Started, probe: Callable[[], T]) -> Callable[[], T]:
-    """`probe`, failing at once (with the log's end) if the image's command has ended."""
-
-    def watched() -> T:
-        if tree.run.poll() is not None:
-            tail = tree.log.read_text(errors="replace")[-3000:]
-            raise AssertionError(f"the image's command ended (exit {tree.run.returncode}):\n{tail}")
-        return probe()
-
-    return watched
-
-
-def _ready(port: int) -> bool:
-    try:
-        status, _ = manager_get(port, "/readyz")
-    except OSError:
-        return False
-    return status == 200
