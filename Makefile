@@ -22,8 +22,12 @@ setup: .venv/.synced
 demo: setup
 	$(RUN) pyccm demo
 
-# The whole check: lint, types, import contracts, tests.
-test: lint types contracts pytest
+# The whole check: lint, types, import contracts and tests, run at the same time (they share
+# nothing, and the tests mostly wait on the processes they start); each part's output is
+# printed whole when it ends. TEST_JOBS=1 runs them one after the other.
+TEST_JOBS ?= 4
+test: setup
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) -O lint types contracts pytest
 
 lint: setup
 	$(RUN) ruff check .
@@ -35,8 +39,12 @@ types: setup
 contracts: setup
 	$(RUN) lint-imports
 
+# The suite on PYTEST_WORKERS processes (pytest-xdist; PYTEST_WORKERS=0 runs it in this one).
+# A module's tests stay on one worker (--dist loadscope), so its module-scoped simulators and
+# process trees start once; tests/support/ports.py gives each worker its own ports.
+PYTEST_WORKERS ?= 4
 pytest: setup
-	$(RUN) pytest -q
+	$(RUN) pytest -q -n $(PYTEST_WORKERS) --dist loadscope
 
 # pyccm against the real Keystone, Neutron, Octavia and Nova (README: "Conformance tier").
 # The services install once per machine into ~/.cache/pyccm-conformance.
