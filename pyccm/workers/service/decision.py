@@ -176,7 +176,7 @@ def may_have_ours(service: Service, prior: Synced | None, *, claim: Claim) -> bo
     have one of ours: we synced it, or (for a class we claim) its status shows an
     address. The status of a class we do not claim is another controller's, so such
     a Service unknown to this process is left alone while it lives
-    (`protocol.load_balancer_class` says how it can hold our finalizer at all)."""
+    (`pyccm.flags.load_balancer_class` says how it can hold our finalizer at all)."""
     if prior is not None:
         return True
     claimed = claim.classes.claims(service.spec.load_balancer_class)
