@@ -107,6 +107,8 @@ CHILD = (
     "sys.stdout.write(f'{len(sys.modules)}\\n' + open('/proc/self/smaps_rollup').read())\n"
 )
 KIB_PER_MIB = 1024
+FULL = {"nodes": 20, "services": 5, "settle": 20.0, "runs": 3, "top": 20}
+QUICK = {"nodes": 3, "services": 1, "settle": 2.0, "runs": 1, "top": 10}
 
 
 # --- reading memory ------------------------------------------------------------------------------
@@ -521,23 +523,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--nodes", type=int, default=20, help="as `pyccm demo` (default 20)")
-    parser.add_argument("--services", type=int, default=5, help="as `pyccm demo` (default 5)")
+    parser.add_argument("--nodes", type=int, help="as `pyccm demo` (default 20; --quick 3)")
+    parser.add_argument("--services", type=int, help="as `pyccm demo` (default 5; --quick 1)")
     parser.add_argument(
-        "--settle", type=float, default=20.0, help="seconds after convergence (default 20)"
+        "--settle", type=float, help="seconds after convergence (default 20; --quick 2)"
     )
-    parser.add_argument("--runs", type=int, default=3, help="runs of each part (default 3)")
-    parser.add_argument("--top", type=int, default=20, help="rows of the import-time tables")
+    parser.add_argument("--runs", type=int, help="runs of each part (default 3; --quick 1)")
+    parser.add_argument("--top", type=int, help="rows of the import-time tables (default 20)")
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds to converge (default: the demo's)"
     )
-    parser.add_argument("--quick", action="store_true", help="3 nodes, 1 Service, 1 run")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tiny tree, one run (the flags given still apply)"
+    )
     parser.add_argument(
         "--out", default="", help="the markdown file (default bench/results/tree_memory.md)"
     )
     args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.quick:
-        args.nodes, args.services, args.settle, args.runs, args.top = 3, 1, 2.0, 1, 10
         args.out = args.out or str(Path(tempfile.mkdtemp(prefix="tree-memory-")) / "tree.md")
     args.out = args.out or str(RESULTS / "tree_memory.md")
     if args.nodes < 1 or args.services < 0 or args.runs < 1 or args.settle < 0:
