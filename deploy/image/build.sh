@@ -49,7 +49,10 @@ make_base() {  # make_base TAG PACKAGES [HOOK]
     work="$(mktemp -d)"
     # shellcheck disable=SC2064
     trap "rm -rf '$work'" RETURN
+    # merged-usr: /usr merged by the hook, so apt takes usr-is-merged rather than usrmerge
+    # (which brings the whole of perl, 50 MB, into the root).
     mmdebstrap --quiet --variant=minbase --include="$packages" \
+        --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
         --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -78,14 +81,17 @@ if [ -z "${PYTHON_IMAGE:-}" ]; then
         && chroot \"\$1\" update-ca-certificates >/dev/null; fi"
     cas="$(cat "$LOCAL_CAS"/*.crt 2>/dev/null | sha256sum | cut -c1-8)"
     # The tags name the recipe: a changed package list (or CA) makes a new base.
-    recipe="$(printf '%s\n' "$SUITE" "$BUILD_PACKAGES" "$cas" | sha256sum | cut -c1-8)"
+    recipe="$(printf '%s\n' "$SUITE" "$BUILD_PACKAGES" "$cas" merged-usr | sha256sum | cut -c1-8)"
     PYTHON_IMAGE="localhost/pyccm-base:$SUITE-build-$recipe"
     BASE_ENV=(SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt)
     make_base "$PYTHON_IMAGE" "$BUILD_PACKAGES" "$ca_hook"
-    recipe="$(printf '%s\n' "$SUITE" "$RUN_PACKAGES" | sha256sum | cut -c1-8)"
+    recipe="$(printf '%s\n' "$SUITE" "$RUN_PACKAGES" merged-usr | sha256sum | cut -c1-8)"
     RUNTIME_IMAGE="${RUNTIME_IMAGE:-localhost/pyccm-base:$SUITE-run-$recipe}"
     BASE_ENV=()
     make_base "$RUNTIME_IMAGE" "$RUN_PACKAGES"
+    # Bases of earlier recipes: no longer used.
+    buildah images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/pyccm-base:' \
+        | grep -vxF -e "$PYTHON_IMAGE" -e "$RUNTIME_IMAGE" | xargs -r buildah rmi >/dev/null || true
 fi
 RUNTIME_IMAGE="${RUNTIME_IMAGE:-$PYTHON_IMAGE}"
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -181,6 +182,19 @@ class Started:
             (p for p in descendants(self.run.pid) if _program(p) not in BUILDAH_PROCESSES),
             key=lambda p: p.pid,
         )
+
+
+# A tree's process as supervisord.conf names its programs: supervisord, the manager, a worker.
+PROGRAM = re.compile(r"/(supervisord) |/pyccm (manager|worker \S+)(?: --shard=(\S+))? ")
+
+
+def program(command: str) -> str:
+    """`supervisord`, `manager`, `worker service 0/1`, ...: what a process of the tree is,
+    from its command line."""
+    found = PROGRAM.search(f"{command} ")
+    if found is None:
+        return command
+    return " ".join(part for part in found.groups() if part)
 
 
 def _program(proc: Proc) -> str:

@@ -30,6 +30,7 @@ from tests.image.container import (
     changes,
     credentials,
     pod,
+    program,
     snapshot,
     stop,
     tree_in_image,
@@ -45,9 +46,8 @@ NONROOT = 65532
 # The programs supervisord.conf starts (one service shard), as their command lines say.
 PROGRAMS = {
     *("supervisord", "manager", "worker cloud-node", "worker cloud-node-lifecycle"),
-    *("worker service", "worker route"),
+    *("worker service 0/1", "worker route"),
 }
-PROGRAM = re.compile(r"/(supervisord) |/pyccm (manager|worker \S+) ")
 # Build and test tools: none may be in the runtime, in the venv, the system Python, the
 # Debian packages or on the PATH. The dev group (pyproject.toml) is added to these.
 FORBIDDEN_DISTRIBUTIONS = {"uv", "pip", "setuptools", "wheel", "hatchling", "pytest", "ruff"}
@@ -181,8 +181,7 @@ def test_the_image_command_runs_the_tree_as_its_user_on_a_read_only_root(
         assert ip in {f["floating_ip_address"] for f in cloud.rows("floatingip")}
         # The whole tree runs as the image's user.
         procs = tree.processes()
-        programs = [PROGRAM.search(f"{p.command} ") for p in procs]
-        assert {m.group(1) or m.group(2) for m in programs if m} == PROGRAMS, procs
+        assert {program(p.command) for p in procs} == PROGRAMS, procs
         user = f"{NONROOT} {NONROOT} {NONROOT} {NONROOT}"
         assert {credentials(p.pid) for p in procs} == {(user, user, "", "0" * 16)}
         # SIGTERM to the image's command (process 1 in a pod) ends the whole tree.
