@@ -63,3 +63,16 @@ def test_a_renamed_function_is_reported() -> None:
     names = code_names("`Runner._process` calls `sync(key)`, then `Vanished.nowhere`")
 
     assert names - _definitions() == {"Vanished", "nowhere"}
+
+
+def test_the_layers_table_lists_every_import_contract() -> None:
+    contracts = set(re.findall(r"^\[importlinter:contract:([\w-]+)\]", _importlinter(), re.M))
+    table = _section("layers").split("So the kube token", 1)[0]
+    listed = set(re.findall(r"`([\w-]+)`", "".join(re.findall(r"^\| ([^|]+) \|", table, re.M))))
+
+    assert len(contracts) > 8
+    assert listed == contracts
+
+
+def _importlinter() -> str:
+    return (REPO / ".importlinter").read_text(encoding="utf-8")
