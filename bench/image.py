@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pyccm import lifetime
 from pyccm.demo import CloudView, converged_state, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from tests.image.container import (
@@ -58,6 +59,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "image.md")
     args = parser.parse_args()
+    lifetime.stop_on_signals()  # SIGTERM or Ctrl-C: the container and simulators stop too
     layers = archive_layers(args.archive)
     with container(args.archive) as box:
         files = root_sizes(box)

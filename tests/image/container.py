@@ -7,8 +7,11 @@ seen in the host's /proc.
 buildah ends only its own child when it is signalled (with SIGKILL: supervisord would
 leave its workers behind), so `started` stops a command as a pod's runtime does (SIGTERM
 to the image's command, its process 1), and then kills whatever it had started that is
-still running: a failing or interrupted test leaves no process behind. The container is
-removed at the end of `container`.
+still running: a failing or interrupted test leaves no process behind. A test process
+killed outright leaves none either: `buildah run` is tied to it (pyccm.lifetime: SIGTERM
+when it dies, and buildah then kills the command), and the tree's programs to supervisord
+(PYCCM_TIED_TO). The container is removed at the end of `container`, or by the next run
+when the test process was killed.
 
 One thing runc does that buildah's chroot does not: runc gives the container's standard
 input, output and error to the image's user before it drops to that user (its
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from pyccm import lifetime
 from pyccm.demo import World
 from pyccm.sim.scenario import CLUSTER_CIDR
 from tests.support.logs import manager_get
@@ -51,12 +55,17 @@ ARCHIVE = Path(os.environ.get("PYCCM_IMAGE_ARCHIVE", REPO / "build" / "pyccm-ima
 BUILDAH_PROCESSES = ("buildah", "buildah-chroot-runtime", "buildah-chroot-exec")
 # runc's last steps before the image's command, run with the image's python3 as root:
 # argv[1] and argv[2] are the uid and gid, the rest the command.
+# It also names itself (the pid the command keeps) in PYCCM_TIED_TO, as `pyccm tree` does:
+# the tree's pyccm processes then die with supervisord should it be killed outright.
 RUNC_INIT = (
     "import os, sys; uid, gid = int(sys.argv[1]), int(sys.argv[2]); "
     "[os.fchown(fd, uid, gid) for fd in (0, 1, 2)]; "
     "os.setgroups([]); os.setgid(gid); os.setuid(uid); "
+    f"os.environ['{lifetime.TIED_TO_ENV}'] = str(os.getpid()); "
     "os.execvp(sys.argv[3], sys.argv[3:])"
 )
+# The names of the containers made here: the prefix, then the test process's pid.
+CONTAINER_PREFIX = "pyccm-image-test-"
 # Where the manifests mount cloud.conf (a Secret's volume); the kubeconfig goes beside it.
 CONFIG_DIR = "/etc/pyccm/cloud"
 STARTUP = 180.0
@@ -149,7 +158,8 @@ def container(archive: Path = ARCHIVE) -> Iterator[Container]:
     """A container of the image in `archive`, mounted; removed afterwards."""
     if not archive.is_file():
         raise AssertionError(f"no image archive at {archive}: run `make image` first")
-    name = f"pyccm-image-test-{os.getpid()}-{secrets.token_hex(3)}"
+    remove_stale_containers()
+    name = f"{CONTAINER_PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
     buildah("from", "--quiet", "--name", name, f"oci-archive:{archive}")
     try:
         rootfs = Path(buildah("mount", name).strip())
@@ -158,6 +168,27 @@ def container(archive: Path = ARCHIVE) -> Iterator[Container]:
         with suppress(AssertionError):
             buildah("umount", name)
         buildah("rm", name)
+
+
+def remove_stale_containers() -> None:
+    """The containers of test processes that are gone (killed outright: their `finally`
+    did not run), named by their pid."""
+    listed = buildah("containers", "--noheading", "--format", "{{.ContainerName}}")
+    for name in listed.split():
+        pid = name.removeprefix(CONTAINER_PREFIX).split("-", 1)[0]
+        if name.startswith(CONTAINER_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            with suppress(AssertionError):
+                buildah("rm", name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass
@@ -225,7 +256,9 @@ def started(
         raise AssertionError(f"the image's USER {box.config.user!r} is not uid:gid")
     as_runc = ["python3", "-c", RUNC_INIT, uid, gid, *args]
     with log.open("ab") as out:
-        run = subprocess.Popen(
+        # Tied to this process (pyccm.lifetime): should it die outright, buildah gets
+        # SIGTERM and kills the command, whose programs are tied to it in turn.
+        run = lifetime.spawn(
             box.argv(as_runc, volumes=volumes, env=env, user="0:0"), stdout=out, stderr=out
         )
     handle = Started(run=run, log=log)
@@ -250,9 +283,7 @@ def stop(handle: Started, *, grace: float = 30.0) -> list[str]:
         time.sleep(0.1)
     left = survivors(inside)
     kill_all(inside)
-    if run.poll() is None:
-        run.kill()
-    run.wait()
+    lifetime.stop(run, timeout=grace)
     return left
 
 
