@@ -58,11 +58,17 @@ def _conditions(node: Node, kinds: frozenset[str]) -> tuple[NodeCondition, ...]:
 
 def cloud_node_node(node: Node) -> Node:
     """Initialization and address sync: labels, the node-ip annotation, taints,
-    providerID and addresses."""
+    providerID and addresses (and the creation time, for the initialization delays)."""
     meta = node.metadata
     return Node(
         metadata=OwnerMeta(
-            name=meta.name, uid=meta.uid, labels=meta.labels, annotations=meta.annotations
+            name=meta.name,
+            uid=meta.uid,
+            # Upstream's node_controller_* delays run from it; it never changes, so it
+            # costs no delta.
+            creation_timestamp=meta.creation_timestamp,
+            labels=meta.labels,
+            annotations=meta.annotations,
         ),
         spec=NodeSpec(provider_id=node.spec.provider_id, taints=node.spec.taints),
         status=NodeStatus(addresses=node.status.addresses),

@@ -15,6 +15,9 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
+from prometheus_client import Histogram
+
+from pyccm.logs import parse_time
 from pyccm.protocol.messages import Action, PatchNode, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, NodeAddress
 from pyccm.provider.errors import AmbiguousInstance, InstanceNotFound, ProviderError
@@ -40,6 +43,21 @@ BETA_TO_GA = (
     ("beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type"),
 )
 KUBERNETES_NAMESPACE = re.compile(r"(^|\.)(kubernetes|k8s)\.io/")
+
+# Upstream's two node_controller histograms (k8s.io/cloud-provider, ALPHA): 1 s ... 1024 s.
+_DELAY_BUCKETS = tuple(4.0**i for i in range(6))
+TAINT_REMOVAL_DELAY = Histogram(
+    "node_controller_cloud_provider_taint_removal_delay_seconds",
+    "Number of seconds after node creation when NodeController removed the cloud-provider"
+    " taint of a single node.",
+    buckets=_DELAY_BUCKETS,
+)
+INITIAL_SYNC_DELAY = Histogram(
+    "node_controller_initial_node_sync_delay_seconds",
+    "Number of seconds after node creation when NodeController finished the initial"
+    " synchronization of a single node.",
+    buckets=_DELAY_BUCKETS,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,8 @@ class NodeController:
         return default_controller_rate_limiter()
 
     def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
+        if isinstance(old, Node) and isinstance(new, Node):
+            observe_initialized(old, new)
         # Upstream enqueues on every add and update; deletes need nothing.
         return (key,) if new is not None else ()
 
@@ -152,6 +172,18 @@ class NodeController:
         if addresses is None or not addresses_changed(node.status.addresses, addresses):
             return ()
         return (PatchNodeStatus(name=node.name, addresses=addresses),)
+
+
+def observe_initialized(old: Node, new: Node, *, now: Callable[[], float] = time.time) -> None:
+    """Upstream's two delays, once per node, when the replica shows the uninitialized taint
+    gone: the initialization patch (taint, labels, providerID, addresses) and its Synced
+    event are one commit here, so the taint goes and the initial sync ends together."""
+    created = new.metadata.creation_timestamp
+    if not created or not old.has_taint(UNINITIALIZED_TAINT) or new.has_taint(UNINITIALIZED_TAINT):
+        return
+    age = max(0.0, now() - parse_time(created))
+    TAINT_REMOVAL_DELAY.observe(age)
+    INITIAL_SYNC_DELAY.observe(age)
 
 
 class MissingProviderId(ValueError):

@@ -78,14 +78,21 @@ from pyccm.workers.service.events import COMPONENT
 from pyccm.workers.service.ledger import Ledger
 from pyccm.workers.service.orphans import ORPHANS, OrphanScan
 from pyccm.workers.service.policy import FINALIZER, BackendId, Shard
-from pyccm.workers.service.sweep import NODE_BURST_MAX, NODE_QUIET, SWEEP, Backends, NodeSweep
+from pyccm.workers.service.reconciles import DELETE, ENSURE, UPDATE, Reconciles
+from pyccm.workers.service.sweep import (
+    LATENCY_BUCKETS,
+    NODE_BURST_MAX,
+    NODE_QUIET,
+    SWEEP,
+    Backends,
+    NodeSweep,
+)
 
 # The sweep's key and timings, where callers found them before the sweep had a module.
 __all__ = ["NODE_BURST_MAX", "NODE_QUIET", "SWEEP", "ServiceController", "ServiceSettings"]
 
 log = logging.getLogger(__name__)
 
-_LATENCY_BUCKETS = tuple(2.0**i for i in range(15))  # 1 s ... 16384 s, as upstream
 LB_SYNCS = Counter(
     "service_controller_loadbalancer_sync_total", "UpdateLoadBalancer calls (node-driven)."
 )
@@ -95,7 +102,7 @@ NODESYNC_ERRORS = Counter(
 HOST_LATENCY = Histogram(
     "service_controller_update_loadbalancer_host_latency_seconds",
     "Time of one node-driven UpdateLoadBalancer.",
-    buckets=_LATENCY_BUCKETS,
+    buckets=LATENCY_BUCKETS,
 )
 RESYNCS = Counter(
     "pyccm_service_lb_resyncs_total",
@@ -143,6 +150,7 @@ class ServiceController:
         self._settings = settings
         self._claim = Claim(classes=settings.classes, shard=settings.shard)
         self._ledger = Ledger()
+        self._reconciles = Reconciles(clock)
         self._nodes = NodeSweep(
             replica=replica,
             ledger=self._ledger,
@@ -207,7 +215,15 @@ class ServiceController:
             return ()
         if key == ORPHANS:
             return self._orphans.sync()
-        self._sync_service(key, _Writes(self._commit, key))
+        passes = self._nodes.passes_of(key)
+        try:
+            self._sync_service(key, _Writes(self._commit, key))
+        except RetryAfter:
+            raise  # the sync goes on later: the node-sync pass waits for it
+        except Exception:
+            self._nodes.synced(key, passes)
+            raise
+        self._nodes.synced(key, passes)
         return ()
 
     def _sync_service(self, key: str, writes: _Writes) -> None:
@@ -255,6 +271,12 @@ class ServiceController:
             self._ledger.cleaned_up(key, service.metadata.uid)
 
     def _delete_load_balancer(self, service: Service) -> list[Action]:
+        # Upstream's EnsureLoadBalancerDeleted looks the load balancer up first too: the
+        # look-up is part of the reconcile it counts.
+        with self._reconciles.call(DELETE, service) as call:
+            return self._delete_from_cloud(service, call.skip)
+
+    def _delete_from_cloud(self, service: Service, skip: Callable[[], None]) -> list[Action]:
         try:
             exists = self._lbs.get(service=service) is not None
         except RetryAfter:
@@ -270,6 +292,7 @@ class ServiceController:
         try:
             provider_events = self._lbs.ensure_deleted(service=service)
         except ImplementedElsewhere:
+            skip()
             provider_events = ()
         except RetryAfter:
             raise
@@ -324,7 +347,8 @@ class ServiceController:
         # From the first cloud call on, the cloud may hold something of this Service's.
         self._ledger.acting_on(key, service)
         try:
-            outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
+            with self._reconciles.call(ENSURE, service):
+                outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
         except ImplementedElsewhere:
             self._ledger.record(key, service, step.spec, members)
             return
@@ -391,7 +415,8 @@ class ServiceController:
         LB_SYNCS.inc()
         started = time.monotonic()
         try:
-            provider_events = self._lbs.update(service=service, nodes=backends.nodes)
+            with self._reconciles.call(UPDATE, service):
+                provider_events = self._lbs.update(service=service, nodes=backends.nodes)
         except ImplementedElsewhere:
             provider_events = ()
         except RetryAfter:

@@ -9,6 +9,10 @@ joining and leaving, a 5,000-node snapshot, a zone coming back) costs every Serv
 sync, not one per node. The backend set and each selector's pick are computed once per
 node-set version and kept as the same objects while they do not change, so unchanged
 Services are passed by on identity.
+
+A sweep with the Services it enqueued is one node-sync pass, upstream's
+`service_controller_nodesync_latency_seconds`: from the sweep to the end of the last of
+those Services' syncs (upstream updates them inside the pass; here their own syncs do).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+from prometheus_client import Histogram
 
 from pyccm.protocol.views import Node, Service
 from pyccm.provider.errors import RetryAfter
@@ -36,6 +42,22 @@ NODE_QUIET = 1.0
 # ...but never longer than this after the first change, so that steady churn still
 # reaches the load balancers.
 NODE_BURST_MAX = 10.0
+
+LATENCY_BUCKETS = tuple(2.0**i for i in range(15))  # 1 s ... 16384 s, as upstream
+NODESYNC_LATENCY = Histogram(
+    "service_controller_nodesync_latency_seconds",
+    "Time of one node sync pass: a sweep and the load-balancer updates of the Services it"
+    " found behind (upstream's metric).",
+    buckets=LATENCY_BUCKETS,
+)
+
+
+@dataclass(eq=False)  # compared by identity: two passes may look alike
+class Pass:
+    """One node-sync pass: when its sweep ran, and the Services whose syncs it waits for."""
+
+    started: float
+    waiting: set[str]
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,8 @@ class NodeSweep:
         self._changed_at = 0.0
         self._due: float | None = None
         self._sweeps = 0
+        # The passes each Service key's next finished sync ends (for the latency).
+        self._passes: dict[str, list[Pass]] = {}
         # Set by `attach` (the runner hands the queue over before any sync).
         self._enqueue: Callable[[str], None] = _unstarted
 
@@ -136,8 +160,42 @@ class NodeSweep:
                 self._due = None
         if wait > 0:
             raise RetryAfter(f"node changes are arriving; sweeping in {wait:.1f}s", delay=wait)
-        for key in self._behind(self.backend_set()):
+        behind = self._behind(self.backend_set())
+        if not behind:
+            NODESYNC_LATENCY.observe(max(0.0, self._clock.now() - now))
+            return
+        sweep = Pass(started=now, waiting=set(behind))
+        with self._lock:
+            for key in behind:
+                self._passes.setdefault(key, []).append(sweep)
+        for key in behind:
             self._enqueue(key)
+
+    def passes_of(self, key: str) -> tuple[Pass, ...]:
+        """The passes waiting for `key`, read when its sync starts: a sync already running
+        when a sweep enqueued the key again does not end that sweep's pass."""
+        with self._lock:
+            return tuple(self._passes.get(key, ()))
+
+    def synced(self, key: str, passes: tuple[Pass, ...]) -> None:
+        """The sync of `key` that started with `passes` finished (done or failed, as
+        upstream's pass ends after a failed update too; not on RetryAfter)."""
+        if not passes:
+            return
+        now = self._clock.now()
+        ended: list[Pass] = []
+        with self._lock:
+            left = [p for p in self._passes.get(key, ()) if p not in passes]
+            if left:
+                self._passes[key] = left
+            else:
+                self._passes.pop(key, None)
+            for sweep in passes:
+                sweep.waiting.discard(key)
+                if not sweep.waiting:
+                    ended.append(sweep)
+        for sweep in ended:
+            NODESYNC_LATENCY.observe(max(0.0, now - sweep.started))
 
     def _behind(self, backends: Backends) -> list[str]:
         """The owned LB Services whose load balancer was last given other backends than
