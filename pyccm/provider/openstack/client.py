@@ -164,6 +164,7 @@ class ApiMetrics:
             Histogram,
             "openstack_api_request_duration_seconds",
             "Latency of OpenStack API calls, by operation.",
+            buckets=UPSTREAM_API_BUCKETS,
         )
 
     def observe(self, request: str, seconds: float, *, failed: bool) -> None:
@@ -175,10 +176,16 @@ class ApiMetrics:
 
 MetricT = TypeVar("MetricT", Counter, Histogram)
 
+# Upstream sets no buckets on its API histogram, so it has client_golang's DefBuckets (not
+# prometheus_client's defaults, which add 0.075, 0.75 and 7.5).
+UPSTREAM_API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-def _shared(registry: CollectorRegistry, kind: type[MetricT], name: str, doc: str) -> MetricT:
+
+def _shared(
+    registry: CollectorRegistry, kind: type[MetricT], name: str, doc: str, **options: Any
+) -> MetricT:
     try:
-        return kind(name, doc, ["request"], registry=registry)
+        return kind(name, doc, ["request"], registry=registry, **options)
     except ValueError:
         # prometheus_client has no public lookup; its registry keeps collectors by name.
         existing = registry._names_to_collectors.get(name.removesuffix("_total"))
