@@ -48,14 +48,12 @@ KUBERNETES_NAMESPACE = re.compile(r"(^|\.)(kubernetes|k8s)\.io/")
 _DELAY_BUCKETS = tuple(4.0**i for i in range(6))
 TAINT_REMOVAL_DELAY = Histogram(
     "node_controller_cloud_provider_taint_removal_delay_seconds",
-    "Number of seconds after node creation when NodeController removed the cloud-provider"
-    " taint of a single node.",
+    "Seconds from a node's creation to the removal of its uninitialized taint (upstream's metric).",
     buckets=_DELAY_BUCKETS,
 )
 INITIAL_SYNC_DELAY = Histogram(
     "node_controller_initial_node_sync_delay_seconds",
-    "Number of seconds after node creation when NodeController finished the initial"
-    " synchronization of a single node.",
+    "Seconds from a node's creation to the end of its first successful sync (upstream's metric).",
     buckets=_DELAY_BUCKETS,
 )
 
