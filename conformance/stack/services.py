@@ -5,7 +5,8 @@
     python services.py nova-servers STACK_DIR < servers.json
 
 This is test infrastructure for pyccm's conformance tier, not product code: it hosts the
-real WSGI apps of Keystone 30, Neutron 29, Octavia 19 and Nova 34 on 127.0.0.1 the way
+real WSGI apps of Keystone, Neutron, Octavia and Nova (2024.1 to 2026.2, see
+`conformance/requirements/`) on 127.0.0.1 the way
 `shared/reference/real-openstack.md` found to work on sqlite:
 
 * one threaded wsgiref server per service with **one lock around every request** (sqlite
@@ -113,16 +114,25 @@ def keystone_app(stack: Path) -> Any:
 def neutron_app(stack: Path) -> Any:
     os.environ["OS_NEUTRON_CONFIG_DIR"] = str(stack / "neutron")
     os.environ["OS_NEUTRON_CONFIG_FILES"] = "neutron.conf"
-    from neutron.wsgi import api
+    try:
+        from neutron.wsgi import api
+    except ImportError:  # Neutron 24 (2024.1): the paste app its eventlet server loads
+        from neutron import server
+        from neutron.server import api_eventlet
 
+        return server.boot_server(api_eventlet.eventlet_api_server)
     return api.application
 
 
 def nova_app(stack: Path) -> Any:
     os.environ["OS_NOVA_CONFIG_DIR"] = str(stack / "nova")
     os.environ["OS_NOVA_CONFIG_FILES"] = "api-paste.ini;nova.conf"
-    from nova.wsgi import osapi_compute
+    try:
+        from nova.wsgi import osapi_compute
+    except ImportError:  # Nova 29 (2024.1): what its pbr script nova-api-wsgi calls
+        from nova.api.openstack.compute import wsgi
 
+        return wsgi.init_application()
     return osapi_compute.application
 
 
