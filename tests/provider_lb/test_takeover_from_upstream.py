@@ -55,6 +55,9 @@ FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 LB_ADDRESS = "loadbalancer.openstack.org/load-balancer-address"
 MONITOR = "loadbalancer.openstack.org/enable-health-monitor"
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+PROXY = "loadbalancer.openstack.org/proxy-protocol"
+CONNECTION_LIMIT = "loadbalancer.openstack.org/connection-limit"
+LB_METHOD = "loadbalancer.openstack.org/lb-method"
 FIP_MARK = "Floating IP for Kubernetes external service"
 SG_CONF = "[LoadBalancer]\nmanage-security-groups = true"
 # upstream's defaults (reference §1.3, §3.2): listener timeouts in ms, monitor numbers.
@@ -64,7 +67,8 @@ TIMEOUTS = {
     "timeout_member_data": 50000,
     "timeout_tcp_inspect": 0,
 }
-MONITOR_BODY = {"type": "TCP", "delay": 5, "timeout": 3, "max_retries": 1, "max_retries_down": 3}
+MONITOR_BODY = {"delay": 5, "timeout": 3, "max_retries": 1, "max_retries_down": 3}
+XFF = "loadbalancer.openstack.org/x-forwarded-for"
 
 
 # --- what upstream left --------------------------------------------------------------------------
@@ -82,13 +86,58 @@ class UpstreamService:
     monitor: bool = False
     shares: str = ""
     internal: bool = False
+    # PROXY protocol, a connection limit, an algorithm and ClientIP affinity.
+    tuned: bool = False
+    protocol: str = "TCP"  # of every port
+    xff: bool = False  # `x-forwarded-for`: an HTTP listener inserting the header
+    source_ranges: tuple[str, ...] = ()  # spec.loadBalancerSourceRanges
 
     def annotations(self) -> dict[str, str]:
         """The annotations its user gave it (upstream adds the id and the address)."""
         given = {MONITOR: "true"} if self.monitor else {}
         if self.internal:
             given[INTERNAL] = "true"
+        if self.tuned:
+            given |= {PROXY: "true", CONNECTION_LIMIT: "1000", LB_METHOD: "LEAST_CONNECTIONS"}
+        if self.xff:
+            given[XFF] = "true"
         return given
+
+    @property
+    def listener_protocol(self) -> str:
+        return "HTTP" if self.xff else self.protocol
+
+    @property
+    def allowed_cidrs(self) -> list[str]:
+        """The source ranges, 0.0.0.0/0 by default, which upstream sends as an ACL."""
+        return list(self.source_ranges) or ["0.0.0.0/0"]
+
+    @property
+    def monitor_type(self) -> str:
+        return "UDP-CONNECT" if self.protocol == "UDP" else self.protocol
+
+    @property
+    def affinity(self) -> str:
+        return "ClientIP" if self.tuned else "None"
+
+    @property
+    def connection_limit(self) -> int:
+        return 1000 if self.tuned else -1
+
+    @property
+    def pool(self) -> dict[str, Any]:
+        """The pool fields upstream sends (buildPoolCreateOpt), without its name."""
+        if not self.tuned:
+            return {"protocol": self.listener_protocol, "lb_algorithm": "ROUND_ROBIN"}
+        return {
+            "protocol": "PROXY",
+            "lb_algorithm": "LEAST_CONNECTIONS",
+            "session_persistence": {"type": "SOURCE_IP"},
+        }
+
+    @property
+    def ip_mode(self) -> str:
+        return "Proxy" if self.tuned else "VIP"
 
 
 @dataclass(frozen=True)
@@ -109,8 +158,8 @@ class Left:
     def annotations(self, name: str) -> dict[str, str]:
         return {LB_ID: self.lb_of[name], LB_ADDRESS: self.address_of[name]}
 
-    def ingress(self, name: str) -> list[dict[str, str]]:
-        return [{"ip": self.address_of[name], "ipMode": "VIP"}]
+    def ingress(self, svc: UpstreamService) -> list[dict[str, str]]:
+        return [{"ip": self.address_of[svc.name], "ipMode": svc.ip_mode}]
 
 
 def upstream_lb_name(cluster: str, svc: UpstreamService) -> str:
@@ -135,18 +184,20 @@ def _wait_active(octavia: Any, lb_id: str, timeout: float) -> None:
 
 
 def _listener_body(
-    name: str, index: int, port: int, *, vip_acl: bool
+    svc: UpstreamService, name: str, index: int, port: int, *, vip_acl: bool
 ) -> dict[str, Any]:  # buildListenerCreateOpt
     body: dict[str, Any] = {
         "name": f"listener_{index}_{name}",
-        "protocol": "TCP",
+        "protocol": svc.listener_protocol,
         "protocol_port": port,
-        "connection_limit": -1,
+        "connection_limit": svc.connection_limit,
         "tags": [name],
         **TIMEOUTS,
     }
-    if vip_acl:  # the default source range, 0.0.0.0/0, is sent as an ACL
-        body["allowed_cidrs"] = ["0.0.0.0/0"]
+    if svc.xff:
+        body["insert_headers"] = {"X-Forwarded-For": "true"}
+    if vip_acl:
+        body["allowed_cidrs"] = svc.allowed_cidrs
     return body
 
 
@@ -182,13 +233,16 @@ def what_upstream_left(
             for index, (port, node_port) in enumerate(svc.ports):
                 pool: dict[str, Any] = {
                     "name": f"pool_{index}_{name}",
-                    "protocol": "TCP",
-                    "lb_algorithm": "ROUND_ROBIN",
+                    **svc.pool,
                     "members": _members(node_list, node_port, subnet_id),
                 }
                 if svc.monitor:
-                    pool["healthmonitor"] = {"name": f"monitor_{index}_{name}", **MONITOR_BODY}
-                listener = _listener_body(name, index, port, vip_acl=vip_acl)
+                    pool["healthmonitor"] = {
+                        "name": f"monitor_{index}_{name}",
+                        "type": svc.monitor_type,
+                        **MONITOR_BODY,
+                    }
+                listener = _listener_body(svc, name, index, port, vip_acl=vip_acl)
                 listeners.append({**listener, "default_pool": pool})
             created = _request(
                 octavia,
@@ -222,15 +276,14 @@ def what_upstream_left(
             lb_id = left.lb_of[svc.shares]
             for index, (port, node_port) in enumerate(svc.ports):
                 body = {
-                    **_listener_body(name, index, port, vip_acl=vip_acl),
+                    **_listener_body(svc, name, index, port, vip_acl=vip_acl),
                     "loadbalancer_id": lb_id,
                 }
                 listener = _request(octavia, "POST", "/lbaas/listeners", {"listener": body})
                 _wait_active(octavia, lb_id, timeout)
                 pool_body = {
                     "name": f"pool_{index}_{name}",
-                    "protocol": "TCP",
-                    "lb_algorithm": "ROUND_ROBIN",
+                    **svc.pool,
                     "listener_id": listener["listener"]["id"],
                 }
                 pool = _request(octavia, "POST", "/lbaas/pools", {"pool": pool_body})["pool"]
@@ -277,7 +330,7 @@ def _security_group(  # noqa: PLR0917
         neutron.create_security_group_rule(
             security_group_id=group.id,
             direction="ingress",
-            protocol="tcp",
+            protocol=svc.protocol.lower(),
             ethertype="IPv4",
             remote_ip_prefix=cidr,
             port_range_min=node_port,
@@ -334,7 +387,8 @@ def upstream_would_adopt(
         ]
         pools = [p for p in octavia.pools() if any(r["id"] == lb.id for r in p.loadbalancers)]
         for index, (port, node_port) in enumerate(svc.ports):
-            keyed = [li for li in listeners if (li.protocol, li.protocol_port) == ("TCP", port)]
+            key = (svc.listener_protocol, port)
+            keyed = [li for li in listeners if (li.protocol, li.protocol_port) == key]
             if len(keyed) != 1:
                 problems.append(f"{svc.name}: {len(keyed)} TCP listeners on {port}")
                 continue
@@ -350,7 +404,7 @@ def upstream_would_adopt(
             )
         # Leftover listeners upstream deletes: tagged with this Service's name, or untagged
         # on the owner's load balancer, and on no port of the Service.
-        wanted = {("TCP", port) for port, _ in svc.ports}
+        wanted = {(svc.listener_protocol, port) for port, _ in svc.ports}
         for li in listeners:
             ours = name in (li.tags or []) or (not svc.shares and not li.tags)
             if ours and (li.protocol, li.protocol_port) not in wanted:
@@ -382,15 +436,17 @@ def _port_problems(
     problems = []
     if name not in (listener.tags or []):
         problems.append(f"{svc.name}: listener {listener.name} tags {listener.tags}")
-    if listener.connection_limit != -1:
+    if listener.connection_limit != svc.connection_limit:
         problems.append(f"{svc.name}: connection_limit {listener.connection_limit}")
     problems += [
         f"{svc.name}: {key} {getattr(listener, key)}"
         for key, value in TIMEOUTS.items()
         if getattr(listener, key) != value
     ]
-    if set(listener.allowed_cidrs or ()) != {"0.0.0.0/0"}:
+    if set(listener.allowed_cidrs or ()) != set(svc.allowed_cidrs):
         problems.append(f"{svc.name}: allowed_cidrs {listener.allowed_cidrs}")
+    if bool((listener.insert_headers or {}).get("X-Forwarded-For")) != svc.xff:
+        problems.append(f"{svc.name}: insert_headers {listener.insert_headers}")
     if listener.name != f"listener_{index}_{name}":  # upstream's name kept
         problems.append(f"{svc.name}: listener named {listener.name}")
     # getPoolByListener: the one pool whose `listeners` hold the listener.
@@ -398,13 +454,13 @@ def _port_problems(
     if len(mine) != 1:
         return [*problems, f"{svc.name}: {len(mine)} pools on listener {listener.name}"]
     pool = mine[0]
-    if (pool.name, pool.protocol, pool.lb_algorithm) != (
-        f"pool_{index}_{name}",
-        "TCP",
-        "ROUND_ROBIN",
-    ):
+    # A pool of another protocol is re-made, another algorithm updated; the name and the
+    # session persistence upstream made are kept (it never compares them).
+    wanted = (f"pool_{index}_{name}", svc.pool["protocol"], svc.pool["lb_algorithm"])
+    if (pool.name, pool.protocol, pool.lb_algorithm) != wanted:
         problems.append(f"{svc.name}: pool {pool.name} {pool.protocol} {pool.lb_algorithm}")
-    if pool.session_persistence:
+    persistence = (pool.session_persistence or {}).get("type")
+    if persistence != svc.pool.get("session_persistence", {}).get("type"):
         problems.append(f"{svc.name}: session persistence {pool.session_persistence}")
     # The member set key: "<name>-<address>-<protocol_port>-<monitor_port>" (0 without
     # healthCheckNodePort); any difference is one batch PUT.
@@ -438,7 +494,7 @@ def _monitor_problems(
         "max_retries": monitor.max_retries,
         "max_retries_down": monitor.max_retries_down,
     }
-    wanted = {"name": f"monitor_{index}_{name}", **MONITOR_BODY}
+    wanted = {"name": f"monitor_{index}_{name}", "type": svc.monitor_type, **MONITOR_BODY}
     return [] if seen == wanted else [f"{svc.name}: monitor {seen} != {wanted}"]
 
 
@@ -463,7 +519,8 @@ def _group_problems(
         )
         for r in neutron.security_group_rules(security_group_id=group.id)
     }
-    want = {("ingress", "tcp", "IPv4", cidr, np, np) for _, np in svc.ports}
+    protocol = svc.protocol.lower()
+    want = {("ingress", protocol, "IPv4", cidr, np, np) for _, np in svc.ports}
     problems = [] if have == want else [f"{svc.name}: rules {sorted(have, key=str)}"]
     for node in node_list:
         ports = [
@@ -483,7 +540,21 @@ SERVICES = (
     UpstreamService("default", "mon", "0000-default-mon", ((8080, 31080),), monitor=True),
     UpstreamService("default", "guest", "0000-default-guest", ((9000, 31900),), shares="web"),
     UpstreamService("default", "inside", "0000-default-inside", ((5432, 31432),), internal=True),
+    UpstreamService("default", "tuned", "0000-default-tuned", ((8443, 32443),), tuned=True),
+    UpstreamService(
+        "default", "dns", "0000-default-dns", ((53, 30053),), monitor=True, protocol="UDP"
+    ),
+    UpstreamService(
+        "default",
+        "http",
+        "0000-default-http",
+        ((8000, 30800),),
+        xff=True,
+        source_ranges=("203.0.113.0/24", "198.51.100.7/32"),
+    ),
 )
+OWNERS = [s for s in SERVICES if not s.shares]
+EXTERNAL = [s for s in OWNERS if not s.internal]
 
 
 def sim_nodes(sim: OpenStackSimHandle, count: int) -> tuple[list[Node], list[UpstreamNode]]:
@@ -504,13 +575,13 @@ def pyccm_service(svc: UpstreamService, left: Left) -> Service:
     built = service(
         svc.name,
         namespace=svc.namespace,
-        ports=tuple((p, np, "TCP") for p, np in svc.ports),
+        ports=tuple((p, np, svc.protocol) for p, np in svc.ports),
         annotations=annotations,
+        session_affinity=svc.affinity,
+        load_balancer_source_ranges=svc.source_ranges,
     )
     assert built.metadata.uid == svc.uid
-    ingress = tuple(
-        LoadBalancerIngress(ip=i["ip"], ip_mode=i["ipMode"]) for i in left.ingress(svc.name)
-    )
+    ingress = tuple(LoadBalancerIngress(ip=i["ip"], ip_mode=i["ipMode"]) for i in left.ingress(svc))
     status = ServiceStatus(load_balancer=LoadBalancerStatus(ingress=ingress))
     return msgspec.structs.replace(
         with_annotations(built, left.annotations(svc.name)), status=status
@@ -595,10 +666,10 @@ def _adopt(
         changes(before, inventory(sim.resources), cluster_id=CLUSTER_ID) == []
     )  # nothing deleted or recreated
     written = sorted((c.method, shape(c.path)) for c in sim.writes(since=mark))
-    # One tags write per load balancer (web's, shared by guest, mon's, inside's), floating
-    # IP (web's, mon's) and group upstream made: the ownership tag (naming.owner_tag).
-    tag_writes = [("PUT", "lbaas/loadbalancers/{id}")] * 3
-    tag_writes += [("PUT", "floatingips/{id}/tags")] * 2
+    # One tags write per load balancer (web's, shared by guest, is tagged once), floating IP
+    # and group upstream made: the ownership tag (naming.owner_tag).
+    tag_writes = [("PUT", "lbaas/loadbalancers/{id}")] * len(OWNERS)
+    tag_writes += [("PUT", "floatingips/{id}/tags")] * len(EXTERNAL)
     if security_groups:
         tag_writes += [("PUT", "security-groups/{id}/tags")] * len(SERVICES)
     assert written == sorted(tag_writes), written
