@@ -42,7 +42,6 @@ from tests.support.lb import (
     service,
     vip_subnet,
     with_annotations,
-    with_spec,
     with_status,
 )
 from tests.support.lb import _shape as shape
@@ -91,6 +90,8 @@ class UpstreamService:
     protocol: str = "TCP"  # of every port
     xff: bool = False  # `x-forwarded-for`: an HTTP listener inserting the header
     source_ranges: tuple[str, ...] = ()  # spec.loadBalancerSourceRanges
+    # `externalTrafficPolicy: Local` with this healthCheckNodePort (0: Cluster).
+    health_check_node_port: int = 0
 
     def annotations(self) -> dict[str, str]:
         """The annotations its user gave it (upstream adds the id and the address)."""
@@ -113,8 +114,30 @@ class UpstreamService:
         return list(self.source_ranges) or ["0.0.0.0/0"]
 
     @property
+    def http_monitor(self) -> bool:
+        """An HTTP monitor on the healthCheckNodePort: asked for, Local, TCP (Octavia 2.16
+        allows UDP pools too; not used here)."""
+        return self.monitor and bool(self.health_check_node_port) and self.protocol == "TCP"
+
+    @property
+    def monitor_port(self) -> int:
+        """The members' `monitor_port`, 0 for none (svcConf.healthCheckNodePort)."""
+        return self.health_check_node_port if self.http_monitor else 0
+
+    @property
+    def monitor_fields(self) -> dict[str, Any]:
+        if self.http_monitor:
+            return {
+                "type": "HTTP",
+                "url_path": "/healthz",
+                "http_method": "GET",
+                "expected_codes": "200",
+            }
+        return {"type": "UDP-CONNECT" if self.protocol == "UDP" else self.protocol}
+
+    @property
     def monitor_type(self) -> str:
-        return "UDP-CONNECT" if self.protocol == "UDP" else self.protocol
+        return str(self.monitor_fields["type"])
 
     @property
     def affinity(self) -> str:
@@ -201,9 +224,19 @@ def _listener_body(
     return body
 
 
-def _members(node_list: Sequence[UpstreamNode], node_port: int, subnet_id: str) -> list[Any]:
+def _members(
+    svc: UpstreamService, node_list: Sequence[UpstreamNode], node_port: int, subnet_id: str
+) -> list[Any]:
+    """buildBatchUpdateMemberOpts: one member per node, named after it."""
+    extra = {"monitor_port": svc.monitor_port} if svc.monitor_port else {}
     return [
-        {"address": n.address, "protocol_port": node_port, "name": n.name, "subnet_id": subnet_id}
+        {
+            "address": n.address,
+            "protocol_port": node_port,
+            "name": n.name,
+            "subnet_id": subnet_id,
+            **extra,
+        }
         for n in node_list
     ]
 
@@ -234,12 +267,12 @@ def what_upstream_left(
                 pool: dict[str, Any] = {
                     "name": f"pool_{index}_{name}",
                     **svc.pool,
-                    "members": _members(node_list, node_port, subnet_id),
+                    "members": _members(svc, node_list, node_port, subnet_id),
                 }
                 if svc.monitor:
                     pool["healthmonitor"] = {
                         "name": f"monitor_{index}_{name}",
-                        "type": svc.monitor_type,
+                        **svc.monitor_fields,
                         **MONITOR_BODY,
                     }
                 listener = _listener_body(svc, name, index, port, vip_acl=vip_acl)
@@ -288,7 +321,7 @@ def what_upstream_left(
                 }
                 pool = _request(octavia, "POST", "/lbaas/pools", {"pool": pool_body})["pool"]
                 _wait_active(octavia, lb_id, timeout)
-                members = {"members": _members(node_list, node_port, subnet_id)}
+                members = {"members": _members(svc, node_list, node_port, subnet_id)}
                 _request(octavia, "PUT", f"/lbaas/pools/{pool['id']}/members", members)
                 _wait_active(octavia, lb_id, timeout)
             tags = list(octavia.get_load_balancer(lb_id).tags or [])
@@ -326,11 +359,14 @@ def _security_group(  # noqa: PLR0917
     )
     for rule in list(neutron.security_group_rules(security_group_id=group.id)):
         neutron.delete_security_group_rule(rule)
-    for _, node_port in svc.ports:
+    wanted = [(svc.protocol.lower(), node_port) for _, node_port in svc.ports]
+    if svc.health_check_node_port:
+        wanted.insert(0, ("tcp", svc.health_check_node_port))
+    for protocol, node_port in wanted:
         neutron.create_security_group_rule(
             security_group_id=group.id,
             direction="ingress",
-            protocol=svc.protocol.lower(),
+            protocol=protocol,
             ethertype="IPv4",
             remote_ip_prefix=cidr,
             port_range_min=node_port,
@@ -468,7 +504,7 @@ def _port_problems(
         f"{m.name}-{m.address}-{m.protocol_port}-{m.monitor_port or 0}"
         for m in octavia.members(pool.id)
     }
-    want = {f"{n.name}-{n.address}-{node_port}-0" for n in node_list}
+    want = {f"{n.name}-{n.address}-{node_port}-{svc.monitor_port}" for n in node_list}
     if have != want:
         problems.append(f"{svc.name}: members {sorted(have)} != {sorted(want)}")
     return problems + _monitor_problems(octavia, svc, index, name, pool)
@@ -521,6 +557,9 @@ def _group_problems(
     }
     protocol = svc.protocol.lower()
     want = {("ingress", protocol, "IPv4", cidr, np, np) for _, np in svc.ports}
+    if svc.health_check_node_port:
+        hc = svc.health_check_node_port
+        want.add(("ingress", "tcp", "IPv4", cidr, hc, hc))
     problems = [] if have == want else [f"{svc.name}: rules {sorted(have, key=str)}"]
     for node in node_list:
         ports = [
@@ -552,6 +591,14 @@ SERVICES = (
         xff=True,
         source_ranges=("203.0.113.0/24", "198.51.100.7/32"),
     ),
+    UpstreamService(
+        "default",
+        "local",
+        "0000-default-local",
+        ((8081, 30081),),
+        monitor=True,
+        health_check_node_port=32081,
+    ),
 )
 OWNERS = [s for s in SERVICES if not s.shares]
 EXTERNAL = [s for s in OWNERS if not s.internal]
@@ -579,6 +626,8 @@ def pyccm_service(svc: UpstreamService, left: Left) -> Service:
         annotations=annotations,
         session_affinity=svc.affinity,
         load_balancer_source_ranges=svc.source_ranges,
+        external_traffic_policy="Local" if svc.health_check_node_port else "Cluster",
+        health_check_node_port=svc.health_check_node_port,
     )
     assert built.metadata.uid == svc.uid
     ingress = tuple(LoadBalancerIngress(ip=i["ip"], ip_mode=i["ipMode"]) for i in left.ingress(svc))
@@ -715,7 +764,10 @@ def test_what_pyccm_leaves_upstream_takes_back_without_a_write(
 
 # --- a deliberate difference: `externalTrafficPolicy: Local` --------------------------------
 
-LOCAL = UpstreamService("default", "local", "0000-default-local", ((80, 30080),))
+# Local, without the monitor annotation: upstream made no monitor.
+LOCAL = UpstreamService(
+    "default", "quiet", "0000-default-quiet", ((80, 30080),), health_check_node_port=32000
+)
 
 
 @pytest.mark.parametrize("monitor_annotation", ["", "false"])
@@ -736,9 +788,7 @@ def test_a_local_traffic_service_gets_its_monitor_unless_its_annotation_says_fal
         floating_network_id=_floating_network(sim),
         security_groups=False,
     )
-    current = with_spec(
-        pyccm_service(LOCAL, left), external_traffic_policy="Local", health_check_node_port=32000
-    )
+    current = pyccm_service(LOCAL, left)
     if monitor_annotation:
         current = with_annotations(current, {MONITOR: monitor_annotation})
     before = inventory(sim.resources)
