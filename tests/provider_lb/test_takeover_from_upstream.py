@@ -807,3 +807,33 @@ def test_a_local_traffic_service_gets_its_monitor_unless_its_annotation_says_fal
             "HTTP",
             f"monitor_0_{upstream_lb_name(CLUSTER, LOCAL)}",
         )
+
+
+def test_a_plan_before_the_takeover_shows_only_the_ownership_tags(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    """`pyccm plan service NS/NAME` on upstream's cloud (docs/migration.md, step 4): the
+    changes it lists are the tag writes the takeover makes, and it writes nothing."""
+    views, upstream_nodes = sim_nodes(sim, 3)
+    left = what_upstream_left(
+        sim.connection(),
+        cluster=CLUSTER,
+        services=SERVICES,
+        node_list=upstream_nodes,
+        subnet_id=vip_subnet(sim),
+        floating_network_id=_floating_network(sim),
+        security_groups=True,
+    )
+    lbs = make_lbs(SG_CONF, cluster_id=CLUSTER_ID)
+    mark = sim.mark()
+    owner = f"pyccm-cluster:{CLUSTER_ID}"
+    for svc in SERVICES:
+        plan = lbs.plan(service=pyccm_service(svc, left), nodes=views)
+        seen = [(c.action, c.kind, sorted(c.fields)) for c in plan.changes]
+        wanted = [] if svc.shares else [("update", "load balancer", ["tags"])]
+        wanted += [] if svc.shares or svc.internal else [("update", "floating IP", ["tags"])]
+        wanted += [("update", "security group", ["tags"])]
+        assert sorted(seen) == sorted(wanted), svc.name
+        assert all(owner in c.fields["tags"] for c in plan.changes)
+        assert plan.ingress == pyccm_service(svc, left).status.load_balancer.ingress
+    assert sim.writes(since=mark) == []
