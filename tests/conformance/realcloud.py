@@ -89,9 +89,18 @@ class Quirks:
     # leaves a read transaction open after some requests, and in the default rollback journal
     # the next write's commit then fails with 500 `database is locked` (POST /v3/endpoints).
     wal: tuple[str, ...] = ()
+    # Extra environment of one service's server process. Nova 29 monkey-patches with eventlet
+    # on import unless told not to; the threaded server then answers one request and hangs
+    # (pyccm's GET /servers/detail timed out).
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-QUIRKS = {"2024.1": Quirks(wal=("keystone/keystone.sqlite",))}
+QUIRKS = {
+    "2024.1": Quirks(
+        wal=("keystone/keystone.sqlite",),
+        env={"nova": {"OS_NOVA_DISABLE_EVENTLET_PATCHING": "1"}},
+    )
+}
 
 
 def quirks() -> Quirks:
@@ -279,7 +288,8 @@ def running_real_cloud(
                 db.execute("PRAGMA journal_mode=WAL")
         env = dict(os.environ, PYTHONWARNINGS="ignore", PYCCM_SETTLE_DELAY_S=str(settle_delay_s))
         for service in SERVICES:
-            stack.enter_context(_server(service, workdir, ports[service], env))
+            own_env = {**env, **quirks().env.get(service, {})}
+            stack.enter_context(_server(service, workdir, ports[service], own_env))
             if service == "keystone":
                 _create_accounts(cloud)
         _build_cloud(cloud, nodes)
