@@ -614,11 +614,8 @@ def sim_nodes(sim: OpenStackSimHandle, count: int) -> tuple[list[Node], list[Ups
     ]
 
 
-def pyccm_service(svc: UpstreamService, left: Left) -> Service:
-    """The Service as upstream left it in Kubernetes: its annotations and ingress."""
-    annotations = svc.annotations()
-    if svc.shares:
-        annotations[LB_ID] = left.lb_of[svc.shares]
+def new_service(svc: UpstreamService, annotations: dict[str, str]) -> Service:
+    """The Service as its user made it, before any controller served it."""
     built = service(
         svc.name,
         namespace=svc.namespace,
@@ -630,6 +627,15 @@ def pyccm_service(svc: UpstreamService, left: Left) -> Service:
         health_check_node_port=svc.health_check_node_port,
     )
     assert built.metadata.uid == svc.uid
+    return built
+
+
+def pyccm_service(svc: UpstreamService, left: Left) -> Service:
+    """The Service as upstream left it in Kubernetes: its annotations and ingress."""
+    annotations = svc.annotations()
+    if svc.shares:
+        annotations[LB_ID] = left.lb_of[svc.shares]
+    built = new_service(svc, annotations)
     ingress = tuple(LoadBalancerIngress(ip=i["ip"], ip_mode=i["ipMode"]) for i in left.ingress(svc))
     status = ServiceStatus(load_balancer=LoadBalancerStatus(ingress=ingress))
     return msgspec.structs.replace(
@@ -837,3 +843,26 @@ def test_a_plan_before_the_takeover_shows_only_the_ownership_tags(
         assert all(owner in c.fields["tags"] for c in plan.changes)
         assert plan.ingress == pyccm_service(svc, left).status.load_balancer.ingress
     assert sim.writes(since=mark) == []
+
+
+def test_what_pyccm_creates_upstream_takes_over_without_a_write(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    """The other way round from scratch: the same Services served by pyccm alone (no
+    upstream before it); upstream's predicates find nothing to change on what it made."""
+    views, upstream_nodes = sim_nodes(sim, 3)
+    lbs = make_lbs(SG_CONF, cluster_id=CLUSTER_ID)
+    lb_ids: dict[str, str] = {}
+    for svc in SERVICES:
+        given = svc.annotations() | ({LB_ID: lb_ids[svc.shares]} if svc.shares else {})
+        outcome = ensure(lbs, new_service(svc, given), views)
+        lb_ids[svc.name] = outcome.annotations_to_set[LB_ID]
+    problems = upstream_would_adopt(
+        sim.connection(),
+        cluster=CLUSTER,
+        services=SERVICES,
+        node_list=upstream_nodes,
+        subnet_id=vip_subnet(sim),
+        security_groups=True,
+    )
+    assert problems == []

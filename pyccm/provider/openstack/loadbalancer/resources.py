@@ -165,6 +165,7 @@ class SecurityGroupRule(_Json, frozen=True):
     port_range_min: int | None = None
     port_range_max: int | None = None
     remote_ip_prefix: str | None = None
+    remote_group_id: str | None = None
 
 
 class SecurityGroupRuleList(_Json, frozen=True):

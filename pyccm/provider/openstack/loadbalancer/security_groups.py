@@ -4,8 +4,11 @@ With the option on, each Service gets a group `lb-sg-<uid>-<ns>-<name>` whose in
 rules open its node ports (and its health-check node port) to the member subnet (to the
 source ranges with ovn, which keeps client addresses), attached to the member ports of the
 nodes. Deletion always looks for the group, as upstream does, so turning the option off
-never leaves one behind. Only ingress rules are compared: Neutron's default egress rules
-of a new group are left alone.
+never leaves one behind. Only ingress rules are compared; of the egress rules, only the two
+Neutron gives every new group (any protocol, port and address) are deleted, as upstream's
+controller deletes every rule it does not want: a group pyccm made is then the group
+upstream would have made, and upstream takes it back without a write (docs/migration.md).
+A node port's egress is its own groups' business.
 
 A dual-stack Service has one group with the rules of each family it is served in: each
 family's member subnet gives that family's rules (Neutron refuses a rule whose ethertype
@@ -42,6 +45,18 @@ def _rule_of(rule: SecurityGroupRule) -> Rule | None:
         rule.port_range_min,
         rule.port_range_max,
         rule.remote_ip_prefix or "",
+    )
+
+
+def _is_default_egress(rule: SecurityGroupRule) -> bool:
+    """One of the rules Neutron adds to a new group: egress to anywhere, any protocol."""
+    return (
+        rule.direction == "egress"
+        and not rule.protocol
+        and rule.port_range_min is None
+        and rule.port_range_max is None
+        and not rule.remote_ip_prefix
+        and not rule.remote_group_id
     )
 
 
@@ -137,15 +152,20 @@ class SecurityGroups:
         for cfg, subnet_id in _member_subnets(families):
             wanted |= wanted_rules(cfg, service, self._api.get_subnet(subnet_id).cidr)
         current: dict[Rule, str] = {}
+        defaults: list[str] = []
         for rule in self._api.security_group_rules(group.id):
             key = _rule_of(rule)
             if key is not None:
                 current[key] = rule.id
+            elif _is_default_egress(rule):
+                defaults.append(rule.id)
         for key in wanted - current.keys():
             self._api.create_security_group_rule(_rule_body(group.id, key))
         for key, rule_id in current.items():
             if key not in wanted:
                 self._api.delete_security_group_rule(rule_id)
+        for rule_id in defaults:
+            self._api.delete_security_group_rule(rule_id)
 
     def _attach(
         self, families: Sequence[ServiceConfig], group: SecurityGroup, nodes: Sequence[Node]
