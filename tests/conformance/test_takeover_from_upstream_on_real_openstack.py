@@ -338,3 +338,46 @@ def test_upstream_takes_back_what_pyccm_leaves(taken_over: TakenOver) -> None:
     guest = upstream_lb_name(CLUSTER, taken.services[2])
     (lb,) = [r for r in taken.rows("loadbalancer") if r["name"] == web]
     assert sorted(lb["tags"]) == sorted([web, guest, _owner(taken)])
+
+
+def test_upstream_takes_over_what_pyccm_creates(taken_over: TakenOver) -> None:
+    """A Service made while pyccm runs: its load balancer, floating IP and group (whose
+    Neutron default egress rules pyccm deletes, as upstream does) are what upstream's
+    predicates accept without a write."""
+    taken = taken_over
+    shape = UpstreamService("default", "fresh", "", ((7000, 30700), (7001, 30701)), monitor=True)
+    body = {
+        "metadata": {"name": "fresh", "namespace": "default", "annotations": shape.annotations()},
+        "spec": {
+            "type": "LoadBalancer",
+            "ports": [
+                {"name": f"p{p}", "port": p, "protocol": "TCP", "targetPort": p, "nodePort": np}
+                for p, np in shape.ports
+            ],
+        },
+    }
+    taken.kube.client.request("POST", "/api/v1/namespaces/default/services", body=body)
+    created = taken.kube.service("fresh") or {}
+    fresh = replace(shape, uid=created["metadata"]["uid"])
+    conn = taken.cloud.connection("ccm")
+
+    last = ["not served yet"]
+
+    def settled() -> bool:
+        service = taken.kube.service("fresh") or {}
+        if not (service.get("status", {}).get("loadBalancer") or {}).get("ingress"):
+            return False
+        last[:] = upstream_would_adopt(
+            conn,
+            cluster=CLUSTER,
+            services=[fresh],
+            node_list=taken.nodes,
+            subnet_id=taken.cloud.seeded.subnet_id,
+            security_groups=True,
+        )
+        return not last
+
+    try:
+        wait_for(settled, timeout=CONVERGE, what="upstream would take the new Service as it is")
+    finally:
+        assert last == [], last
