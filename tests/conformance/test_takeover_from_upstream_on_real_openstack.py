@@ -163,6 +163,21 @@ def _create_services(kube: Kube) -> tuple[UpstreamService, ...]:
     return tuple(made)
 
 
+def _stock_default_rules(real_cloud: RealCloud, stack: ExitStack) -> None:
+    """A stock Neutron gives every new security group two egress rules (the templates its
+    database migration seeds); the conformance stack builds its schema without them. Added
+    for this module's groups, removed after it."""
+    admin = real_cloud.connection("admin").network
+    for ethertype in ("IPv4", "IPv6"):
+        template = admin.create_default_security_group_rule(
+            direction="egress",
+            ethertype=ethertype,
+            used_in_default_sg=False,
+            used_in_non_default_sg=True,
+        )
+        stack.callback(admin.delete_default_security_group_rule, template)
+
+
 def _cloud_conf(real_cloud: RealCloud, workdir: Path) -> Path:
     """The session's `cloud.conf` without `[Route]` (no route writes in the access logs),
     with `manage-security-groups = true`, as the upstream controller ran."""
@@ -192,6 +207,7 @@ def taken_over(
         )
         kube = Kube(kubeconfig)
         stack.callback(kube.client.close)
+        _stock_default_rules(real_cloud, stack)
         upstream_nodes = _node_objects(kube, real_cloud)
         services = _create_services(kube)
         conn = real_cloud.connection("ccm")
