@@ -19,8 +19,10 @@ Service this tree does not claim holds our finalizer only if it went from a clai
 LoadBalancer to another type and back to a LoadBalancer of a foreign class before our
 cleanup ran, or if the tree's claim was reconfigured. A worker that synced it before
 deletes the load balancer it made and removes our finalizer; one that did not (it
-restarted meanwhile) leaves it alone while it lives, as upstream does, and cleans up once
-the Service is deleted. Either way its status, which the other controller owns, is not
+restarted meanwhile) leaves it alone while it lives, as upstream does; once the Service is
+deleted it gives the Service's own controller 30 s (`FOREIGN_GRACE`) to remove the finalizer
+(both trees' finalizers have one name, so it is most likely the owner's), and cleans up only
+if it is still there. Either way its status, which the other controller owns, is not
 written.
 """
 

@@ -216,9 +216,12 @@ def test_the_load_balancer_class_decides_whether_a_new_service_is_ours(
 def test_another_class_holding_our_finalizer_is_left_alone_while_it_lives() -> None:
     theirs = edit(make_service(lb_class=THEIRS), finalizer=True, ingress=True)
     assert isinstance(decide(KEY, theirs, None, claim=CLAIM).step, Skip)
-    # Once deleted: our finalizer goes, the other controller's status stays.
+    # Once deleted: our finalizer goes, the other controller's status stays, after its
+    # owner had the time to remove the finalizer itself (it is most likely the owner's).
     gone = edit(theirs, deleting=True)
-    assert decide(KEY, gone, None, claim=CLAIM).step == Delete(clear_ingress=False, patch=True)
+    assert decide(KEY, gone, None, claim=CLAIM).step == Delete(
+        clear_ingress=False, patch=True, wait_for_owner=True
+    )
 
 
 def test_a_service_we_served_that_turns_up_in_another_class_loses_our_lb_not_its_status() -> None:

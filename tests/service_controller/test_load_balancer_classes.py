@@ -16,7 +16,9 @@ from pyccm.flags.load_balancer_class import LoadBalancerClasses
 from pyccm.protocol.messages import PatchServiceStatus, Topic
 from pyccm.protocol.projections import VIEWS, project, views
 from pyccm.protocol.views import LoadBalancerIngress, LoadBalancerStatus, Service, ServiceStatus
+from pyccm.provider.errors import RetryAfter
 from pyccm.workers.service.controller import ServiceSettings
+from pyccm.workers.service.decision import FOREIGN_GRACE
 from pyccm.workers.service.policy import FINALIZER
 from tests.support.services import Harness, harness, make_service
 
@@ -106,6 +108,19 @@ def test_a_foreign_service_holding_our_finalizer_is_left_alone_until_deleted() -
     meta = msgspec.structs.replace(held.metadata, deletion_timestamp="2026-11-24T00:00:00Z")
     h.put(msgspec.structs.replace(held, metadata=meta))
     assert h.enqueued == ["default/web"]
+    # The finalizer has our name but is most likely its owner's: the owner goes first.
+    with pytest.raises(RetryAfter) as waited:
+        h.controller.sync("default/web")
+    assert waited.value.delay == FOREIGN_GRACE
+    assert h.cloud.calls == []
+    assert h.commits == []
+    h.clock.advance(FOREIGN_GRACE / 2)
+    with pytest.raises(RetryAfter) as waited:
+        h.controller.sync("default/web")
+    assert waited.value.delay == FOREIGN_GRACE / 2
+    assert h.cloud.calls == []
+
+    h.clock.advance(FOREIGN_GRACE / 2)  # nobody removed it: ours to clean up after all
     h.controller.sync("default/web")
 
     assert h.cloud_calls() == ["lb_get", "lb_ensure_deleted"]
@@ -114,6 +129,22 @@ def test_a_foreign_service_holding_our_finalizer_is_left_alone_until_deleted() -
     assert isinstance(patch, PatchServiceStatus)
     # Our finalizer goes; the other controller's status is not written.
     assert (patch.remove_finalizers, patch.ingress) == ((FINALIZER,), None)
+
+
+def test_a_foreign_service_whose_owner_removes_the_finalizer_in_the_grace_is_never_looked_up() -> (
+    None
+):
+    h = claiming(OURS)
+    held = with_finalizer_and_status(service_of(THEIRS))
+    meta = msgspec.structs.replace(held.metadata, deletion_timestamp="2026-11-24T00:00:00Z")
+    h.put(msgspec.structs.replace(held, metadata=meta))
+    with pytest.raises(RetryAfter):
+        h.controller.sync("default/web")
+    h.replica.apply(Topic.SERVICE, "default/web", None)  # the owner's cleanup landed
+    h.clock.advance(FOREIGN_GRACE)
+    h.controller.sync("default/web")
+    assert h.cloud.calls == []
+    assert h.commits == []
 
 
 def test_a_service_this_worker_served_that_turns_up_in_another_class_loses_our_lb() -> None:

@@ -63,6 +63,7 @@ from pyccm.workers.runtime.ratelimit import RateLimiter, service_controller_rate
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service import events
 from pyccm.workers.service.decision import (
+    FOREIGN_GRACE,
     Claim,
     Converged,
     Delete,
@@ -150,6 +151,9 @@ class ServiceController:
         self._settings = settings
         self._claim = Claim(classes=settings.classes, shard=settings.shard)
         self._ledger = Ledger()
+        self._clock = clock
+        # key -> when this process first planned the cleanup of another class's Service.
+        self._foreign_deletions: dict[str, float] = {}
         self._reconciles = Reconciles(clock)
         self._nodes = NodeSweep(
             replica=replica,
@@ -228,6 +232,8 @@ class ServiceController:
 
     def _sync_service(self, key: str, writes: _Writes) -> None:
         service = self._replica.service(key)
+        if service is None:
+            self._foreign_deletions.pop(key, None)  # its owner removed the finalizer
         last = self._ledger.last(key)
         plan = decide(
             key,
@@ -255,6 +261,12 @@ class ServiceController:
 
     def _cleanup(self, key: str, service: Service, step: Delete, writes: _Writes) -> None:
         """Delete the load balancer, then clear the status and drop the finalizer."""
+        if step.wait_for_owner:
+            first = self._foreign_deletions.setdefault(key, self._clock.now())
+            left = first + FOREIGN_GRACE - self._clock.now()
+            if left > 0:
+                raise RetryAfter(f"{key}: another class's Service, left to its owner", delay=left)
+        self._foreign_deletions.pop(key, None)
         actions = self._delete_load_balancer(service)
         if step.patch:
             actions.append(

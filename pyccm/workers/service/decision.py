@@ -93,6 +93,15 @@ class Delete:
 
     clear_ingress: bool
     patch: bool
+    # A Service of a class we do not claim that this process never synced: the finalizer
+    # it holds has our name but is most likely its owner's, who removes it once its own
+    # cleanup is done. The cleanup waits `FOREIGN_GRACE` first, so the owner goes first.
+    wait_for_owner: bool = False
+
+
+# How long a deleted Service of another class, unknown to this process, is left to its own
+# controller before we look for a load balancer of ours (pyccm.flags.load_balancer_class).
+FOREIGN_GRACE = 30.0
 
 
 @dataclass(frozen=True)
@@ -233,8 +242,13 @@ def _step(
             return Nothing("cleanup landed; the finalizer's removal is still to show")
         # A Service of another class (deleted while holding our finalizer) has the other
         # controller's status: only our finalizer goes.
-        clear = bool(service.status.load_balancer.ingress) and not claim.foreign(service)
-        return Delete(clear_ingress=clear, patch=clear or FINALIZER in service.metadata.finalizers)
+        foreign = claim.foreign(service)
+        clear = bool(service.status.load_balancer.ingress) and not foreign
+        return Delete(
+            clear_ingress=clear,
+            patch=clear or FINALIZER in service.metadata.finalizers,
+            wait_for_owner=foreign and prior is None,
+        )
     if not wants:
         if service.spec.type != "LoadBalancer":
             return Skip(f"type {service.spec.type}")
