@@ -6,7 +6,8 @@
         ...
         assert cloud.writes(since=mark) == []
 
-Each service runs from its own venv (installed by `conformance/install.py`) through
+Each service runs from its own venv (installed by `conformance/install.py`, for the release
+`$OPENSTACK_RELEASE` names, else the newest pinned one; docs/openstack-releases.md) through
 `conformance/stack/services.py`, on sqlite in `workdir`, with an access log the tests read
 to count what pyccm called. The cloud: external network `public` (172.24.4.0/22), tenant
 network `private` (10.0.0.0/16, VIPs from 10.0.192.0 up), router `router1` between them, and
