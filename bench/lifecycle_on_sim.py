@@ -1,5 +1,6 @@
 """One lifecycle monitor period over N NotReady nodes against the OpenStack simulator (not a
-test: pytest does not collect it; timings belong in benchmarks, STYLE 14).
+test: pytest does not collect it; timings belong in benchmarks,
+docs/architecture.md#style-timings-in-bench).
 
 Run: `.venv/bin/python -m bench.lifecycle_on_sim [nodes]
 [latency_ms]` (defaults 5000, 20).

@@ -2,7 +2,8 @@
 
 By default the bus is two ipc:// sockets under a 0700 runtime directory: one pod, one
 supervisord, and the file mode is the access control. A worker in another pod needs
-tcp://, and a tcp port is open to anyone who can reach it, so (DESIGN §2) any address that
+tcp://, and a tcp port is open to anyone who can reach it, so (docs/architecture.md#bus-addresses)
+any address that
 is not ipc:// or inproc:// requires CURVE: the manager's sockets are CURVE servers that
 accept only the worker public keys it was given, and workers connect as CURVE clients.
 A tcp:// address without keys is a one-line configuration error (exit 2) on both sides,

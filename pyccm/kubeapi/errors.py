@@ -1,4 +1,4 @@
-"""Kubernetes API failures as a small tree of exceptions (STYLE 9).
+"""Kubernetes API failures as a small tree of exceptions (docs/architecture.md#style-own-errors).
 
 Each knows whether retrying can help, and `TooManyRequests` carries the server's
 `Retry-After`. The API's `Status` body gives the reason; the status code decides the class.

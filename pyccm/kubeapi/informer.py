@@ -8,7 +8,8 @@ version has left the server's window, so the informer lists again and the sink, 
 replaces its contents, emits the difference: adds, updates and the deletes that happened
 while we were away. Errors back off with jitter from 0.8 s to 30 s (client-go's reflector).
 
-Objects are decoded with msgspec straight into the lean views (DESIGN §2): never the
+Objects are decoded with msgspec straight into the lean views
+(docs/architecture.md#bus-lean-views): never the
 client's OpenAPI models.
 """
 

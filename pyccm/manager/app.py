@@ -49,7 +49,7 @@ class ManagerSettings:
     expected_workers: tuple[str, ...] = ()
     # Parallel writes to the API (each also waits for the QPS bucket).
     writer_threads: int = 8
-    # A worker silent for 3 heartbeats is unhealthy (DESIGN §2).
+    # A worker silent for 3 heartbeats is unhealthy (docs/architecture.md#bus-heartbeats).
     worker_silence: float = 3.0
     # --load-balancer-class(-only): the Services the service view carries; upstream's
     # default, only those without a class.

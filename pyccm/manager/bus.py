@@ -4,7 +4,7 @@ ZeroMQ sockets belong to one thread, so one thread (`BusServer.run`) owns both, 
 other thread (informers, writer, elector) hands it frames through an inproc PUSH socket of
 its own. Publishing therefore never waits for a worker: PUB drops frames for a subscriber
 that is past its high-water mark, and that worker sees the gap in sequence numbers and
-asks for a new snapshot (DESIGN §2). A malformed frame is counted and dropped.
+asks for a new snapshot (docs/architecture.md#bus-clone). A malformed frame is counted and dropped.
 
 The server answers a `Hello` only while this manager leads and its cache has synced;
 otherwise it says why (`Refused`) and the worker asks again. A protocol mismatch is
@@ -74,7 +74,8 @@ _ROUTER = b"router"
 
 @dataclass(frozen=True)
 class BusSettings:
-    # ipc:// under a 0700 runtime dir by default: one pod, one supervisord (DESIGN §2).
+    # ipc:// under a 0700 runtime dir by default: one pod, one supervisord
+    # (docs/architecture.md#bus-addresses).
     pub_address: str
     router_address: str
     # Workers treat 3 missed heartbeats as a dead manager, so 1 s bounds detection to ~3 s.

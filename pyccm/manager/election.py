@@ -4,7 +4,7 @@ Only the leader publishes to workers and applies their results. A candidate take
 only when the Lease record has not changed for a whole lease duration *by its own clock*
 (it never trusts the timestamps in the record, so clock skew between nodes is harmless).
 The leader renews every retry period; if no renewal succeeds within the renew deadline it
-has lost the lease and the manager exits 1 (crash-only, STYLE 10).
+has lost the lease and the manager exits 1 (crash-only, docs/architecture.md#style-crash-only).
 
 Better than upstream: `release()` on a clean shutdown clears the holder, so a standby
 takes over at its next retry (~2 s) instead of waiting out the 15 s lease.

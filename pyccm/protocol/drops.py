@@ -1,6 +1,7 @@
 """Counting and logging frames that do not decode, for both ends of the bus.
 
-A malformed frame never crashes either side (DESIGN §2): it is counted in
+A malformed frame never crashes either side (docs/architecture.md#bus-malformed-frames): it is
+counted in
 `pyccm_bus_malformed_frames_total{side}` and logged at most once a minute, so a peer that
 sends garbage cannot flood the log.
 """

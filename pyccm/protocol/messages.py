@@ -1,6 +1,8 @@
-"""Every message that crosses the bus, in one tagged union (STYLE 6).
+"""Every message that crosses the bus, in one tagged union
+(docs/architecture.md#style-message-union).
 
-The bus follows the ZeroMQ Guide's Clone pattern (DESIGN §2): the manager PUBlishes
+The bus follows the ZeroMQ Guide's Clone pattern (docs/architecture.md#bus-clone): the manager
+PUBlishes
 sequenced `Delta`s per topic and a `Heartbeat` each second, and answers a worker's `Hello`
 on the ROUTER socket with one `Snapshot` per topic it asked for. Workers send `Result`s on
 their DEALER socket and wait for the manager's `Ack`.

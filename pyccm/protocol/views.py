@@ -1,6 +1,7 @@
 """Lean, frozen views of the Kubernetes objects pyccm reads.
 
-They are decoded straight from the API's JSON with msgspec (STYLE 5): only the fields the
+They are decoded straight from the API's JSON with msgspec
+(docs/architecture.md#style-typed-views): only the fields the
 controllers read, plus `uid` and `resourceVersion`, with the API's camelCase names. The
 same structs travel on the bus and are the inputs of the provider interface, so a worker
 never sees a raw dict or the `kubernetes` client's models. Unknown fields are ignored, so

@@ -2,8 +2,10 @@
 
 Upstream's cloud interface answers "this instance is gone", "not supported here", "another
 controller owns this" and "call me again in N seconds" with sentinel errors, never with
-`None` or `False` (STYLE 3). Every other failure is a `CloudError` that says whether
-retrying can help, with the library's exception chained as its cause (STYLE 9). Messages
+`None` or `False` (docs/architecture.md#style-capability-protocols). Every other failure is a
+`CloudError` that says whether
+retrying can help, with the library's exception chained as its cause
+(docs/architecture.md#style-own-errors). Messages
 are built by the provider and never contain credentials.
 """
 

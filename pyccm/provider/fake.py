@@ -10,7 +10,7 @@ a controller asked for. Ids and addresses are derived from names and counters, n
 randomness, so two runs of a test see the same values.
 
 Each process gets its own copy: multi-process runs use the `openstack` provider against
-the OpenStack simulator instead (DESIGN §4).
+the OpenStack simulator instead (docs/architecture.md#design-provider).
 """
 
 from __future__ import annotations

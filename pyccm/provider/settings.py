@@ -1,7 +1,8 @@
 """What every provider factory is given: the process-wide settings from flags.
 
 One frozen object per process, built by the command line from its flags and passed by
-keyword (STYLE 8). Provider-specific configuration (OpenStack's `cloud.conf`) is read by
+keyword (docs/architecture.md#style-settings-objects). Provider-specific configuration (OpenStack's
+`cloud.conf`) is read by
 the provider itself from `cloud_config`.
 """
 

@@ -1,4 +1,5 @@
-"""A manager process that loses its Lease pauses its workers and exits 1 (STYLE 10).
+"""A manager process that loses its Lease pauses its workers and exits 1
+(docs/architecture.md#style-crash-only).
 
 A real `pyccm manager` runs against the kube simulator; the test itself is a worker on
 the manager's bus (the same `BusClient` a worker process uses, so its `paused` flag is the

@@ -37,7 +37,8 @@ BUSY = 10
 # 2-core machine at load 9-11 the route worker took 1.74-1.83 s (3 runs), once 2.14 s and once
 # 3.1 s, the excess over the drain being mostly the interpreter's last garbage collection of
 # every imported module (0.25-0.6 s here). A bound that a busy machine can break is a benchmark's
-# (STYLE 14), so the test holds the behaviour: gone in a few seconds, far inside supervisord's
+# (docs/architecture.md#style-timings-in-bench), so the test holds the behaviour: gone in a few
+# seconds, far inside supervisord's
 # 10 s, without finishing the reconcile (which needs ~20 s). Before the batches, the worker
 # was still running 30 s after SIGTERM.
 STOP_WITHIN = 5.0

@@ -1,5 +1,6 @@
 """Throughput of the work queue (not a test: pytest does not collect it; timings belong in
-benchmarks, STYLE 14). Run: `.venv/bin/python -m tests.workqueue.bench_queue [runs]`. It prints
+benchmarks, docs/architecture.md#style-timings-in-bench). Run: `.venv/bin/python -m
+tests.workqueue.bench_queue [runs]`. It prints
 the median of several runs as a markdown table; the lead may move it under bench/.
 
 Scenarios: one thread doing add/get/done; four sync threads with an empty sync fed by one adder;

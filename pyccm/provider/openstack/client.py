@@ -23,7 +23,8 @@ It owns the process's single openstacksdk `Connection` and adds what upstream la
   Neutron adds when paging is on, so a pool of 1,500 members is never read as 1,000.
 
 Calls are raw REST through the service proxies: the provider decodes exactly the fields it
-reads into msgspec structs (STYLE 5), makes exactly the calls upstream makes (so the call
+reads into msgspec structs (docs/architecture.md#style-typed-views), makes exactly the calls
+upstream makes (so the call
 counts can be compared), and can reach APIs openstacksdk has no method for (the batch
 member PUT).
 """

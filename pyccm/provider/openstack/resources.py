@@ -1,4 +1,5 @@
-"""Lean views of the Nova and Neutron JSON the provider reads (STYLE 5).
+"""Lean views of the Nova and Neutron JSON the provider reads
+(docs/architecture.md#style-typed-views).
 
 Only the fields the provider uses, decoded with msgspec right where the response enters;
 unknown fields are ignored, so a newer cloud never breaks decoding. Field names are the

@@ -1,6 +1,7 @@
 """A worker's side of the bus: SUB for deltas, DEALER for hello/snapshots/results/acks.
 
-The Clone pattern, client half (DESIGN §2): subscribe first, then ask for a snapshot; the
+The Clone pattern, client half (docs/architecture.md#bus-clone): subscribe first, then ask for a
+snapshot; the
 sequencing (runtime/clone.py) says when to ask again, and so do 3 s of silence.
 
 Like the server, one thread owns both sockets; sync threads hand it results through an
@@ -75,7 +76,8 @@ DELTAS_RECEIVED = Counter(
 class BusClientSettings:
     pub_address: str
     router_address: str
-    # The manager beats every second; three missed beats mean it is gone (DESIGN §2).
+    # The manager beats every second; three missed beats mean it is gone
+    # (docs/architecture.md#bus-heartbeats).
     silence_timeout: float = 3.0
     heartbeat_interval: float = 1.0
     # How long to wait for snapshots before asking again (a refused or lost hello).

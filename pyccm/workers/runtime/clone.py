@@ -1,4 +1,5 @@
-"""The Clone pattern's client half (DESIGN §2) as a state machine: no sockets, no clock.
+"""The Clone pattern's client half (docs/architecture.md#bus-clone) as a state machine: no sockets,
+no clock.
 
 A worker subscribes first, then asks for a snapshot of each of its topics; the deltas that
 arrive meanwhile are buffered, and once every snapshot is in, those newer than their

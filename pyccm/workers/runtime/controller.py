@@ -1,4 +1,5 @@
-"""What a controller is, to the runtime (STYLE 2: one controller, one package, one skeleton).
+"""What a controller is, to the runtime (docs/architecture.md#style-controller-skeleton: one
+controller, one package, one skeleton).
 
 A controller says which topics it needs, how a change maps to keys, how to sync one key,
 and which periodic tasks it wants. The runtime does the rest: replica, queue, threads,

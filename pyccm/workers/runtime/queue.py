@@ -2,7 +2,7 @@
 
 It keeps client-go's rate-limited workqueue promises (`util/workqueue/queue.go`,
 `delaying_queue.go`, `rate_limiting_queue.go`), which the controllers rely on to be
-level-triggered (STYLE 4):
+level-triggered (docs/architecture.md#style-keys-not-events):
 
 * a key queued twice before a thread takes it is handed out once (dedupe);
 * a key is never handed to two threads at once: a key added while a thread syncs it is marked

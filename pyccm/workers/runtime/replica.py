@@ -1,6 +1,7 @@
 """A worker's replica of the manager's cache, fed by the bus or by a local informer.
 
-Controllers read the replica at sync time (level-triggered, STYLE 4) and learn about
+Controllers read the replica at sync time (level-triggered,
+docs/architecture.md#style-keys-not-events) and learn about
 changes through one listener per replica: `(topic, key, old, new)`, where `old is None`
 is an add and `new is None` a delete; an object stored again unchanged notifies nobody.
 Replacing a whole topic (a snapshot after a gap or a restart, or an informer relist)

@@ -1,4 +1,5 @@
-"""Standalone transport: one controller, its own informers and writer, no bus (DESIGN §3).
+"""Standalone transport: one controller, its own informers and writer, no bus
+(docs/architecture.md#design-standalone).
 
 For debugging, small clusters, or running one controller alone. The controller code is
 the same; only where the replica is fed from and where results go differ. It goes

@@ -1,4 +1,5 @@
-"""Lean views of the Octavia and Neutron JSON the load-balancer code reads (STYLE 5).
+"""Lean views of the Octavia and Neutron JSON the load-balancer code reads
+(docs/architecture.md#style-typed-views).
 
 Only the fields it compares or follows, decoded with msgspec where the response enters;
 unknown fields are ignored and nullable fields default, so a newer Octavia or a field
