@@ -46,13 +46,13 @@ PYTEST_WORKERS ?= 4
 pytest: setup
 	$(RUN) pytest -q -n $(PYTEST_WORKERS) --dist loadscope
 
-# pyccm against the real Keystone, Neutron, Octavia and Nova (README: "Conformance tier").
+# pyccm against the real Keystone, Neutron, Octavia and Nova (docs/testing.md#conformance).
 # The services install once per machine into ~/.cache/pyccm-conformance.
 conformance: setup
 	$(PYTHON) conformance/install.py
 	$(RUN) pytest -m conformance -v -p no:cacheprovider tests/conformance
 
-# Faults and failover drills on the real tree (README: "Reliability"); FAULTS_ARGS=--quick
+# Faults and failover drills on the real tree (docs/testing.md#faults); FAULTS_ARGS=--quick
 # runs them smaller (about 5 minutes; the full suite with its 30-minute soak about 40).
 faults: setup
 	$(RUN) python -m bench.faults $(FAULTS_ARGS)

@@ -1,4 +1,4 @@
-"""Two of the README's "Beyond upstream" rows on the real services, where they had only met
+"""Two of docs/features.md#beyond-upstream rows on the real services, where they had only met
 the OpenStack simulator before:
 
 * dual-stack Services (upstream #1937): on a network of its own with an IPv4 and an IPv6

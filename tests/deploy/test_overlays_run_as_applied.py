@@ -99,7 +99,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 
 
 def apply_overlay(cluster: Cluster, overlay: str) -> None:
-    """What the README tells an operator to run, in its order."""
+    """What the operator guide tells an operator to run, in its order."""
     secret = cluster.kubectl(
         "create",
         "secret",

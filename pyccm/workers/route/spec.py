@@ -1,7 +1,7 @@
 """The route controller to the worker process (runtime/spec.py).
 
 Its flags can turn it off: `--configure-cloud-routes=false`, or a `--cluster-cidr` that is
-empty or invalid. Such a worker is disabled, not fatal (the README's promise, where upstream
+empty or invalid. Such a worker is disabled, not fatal (the operator guide's promise, where upstream
 exits the whole process), and needs no cluster id: it claims nothing on the router.
 """
 

@@ -70,7 +70,7 @@ class ControllerSpec:
 
 def disabled(reason: str) -> Build:
     """The build of a controller its flags turn off: it says why, and the worker stays up
-    doing nothing (the README's "disabled, not fatal")."""
+    doing nothing (docs/operator-guide.md: "disabled, not fatal")."""
 
     def build(parts: Parts) -> tuple[Controller, int]:
         raise Disabled(reason)
