@@ -20,7 +20,7 @@ each slower than the last as Neutron re-validates the whole list. Here a batch i
    (a smaller limit) or a 400 (one bad route refuses the whole call) splits the call in
    halves, down to the offending route, so one bad node never blocks the others;
 2. **the router's route limit**: Neutron refuses a call that would leave the router more
-   routes than it may hold. Since Neutron 2023.2 that is the `router_route` quota (30 by
+   routes than it may hold. Since Neutron 29 (2026.2) that is the `router_route` quota (30 by
    default; 409 `OverQuota`, "Quota exceeded for resources: ['router_route']."), before it
    the `max_routes` option (400 `RoutesExhausted`, "... exceeds the maximum 30."). The
    routes that still fit are added (the limit is read from the message, else from the
@@ -85,11 +85,11 @@ LOOKUPS_ONE_BY_ONE = 8
 PORT_UPDATES_IN_FLIGHT = 50
 # The port fields the pairs logic reads: a listing of thousands of ports stays small.
 PORT_FIELDS = ("id", "network_id", "fixed_ips", "allowed_address_pairs", "port_security_enabled")
-# Neutron before 2023.2, `max_routes`: RoutesExhausted (neutron-lib
+# Neutron before 29, `max_routes`: RoutesExhausted (neutron-lib
 # `exceptions/extraroute.py`), HTTP 400, "Unable to complete operation for <router>. The
 # number of routes exceeds the maximum <max_routes>."
 _ROUTES_EXHAUSTED = re.compile(r"number of routes exceeds the maximum\s*(\d*)")
-# Neutron 2023.2 on, the `router_route` quota (`QUOTAS.limit_check(router_route=N)` in
+# Neutron 29 on, the `router_route` quota (`QUOTAS.limit_check(router_route=N)` in
 # `db/extraroute_db.py`): OverQuota, HTTP 409, "Quota exceeded for resources: ['router_route']."
 _ROUTE_QUOTA = re.compile(r"Quota exceeded for resources:.*\brouter_route\b")
 
