@@ -22,6 +22,13 @@ pytestmark = pytest.mark.conformance
 STARTED = 420.0
 
 
+def serving(processes: set[Proc]) -> list[str]:
+    """The services of the `services.py serve NAME ...` processes among `processes`."""
+    return sorted(
+        p.command.split(" serve ", 1)[1].split()[0] for p in processes if " serve " in p.command
+    )
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_the_harness_stops_its_services_when_it_ends(
@@ -45,9 +52,14 @@ def test_the_harness_stops_its_services_when_it_ends(
             what="the four services serve",
         )
         assert harness.poll() is None, out.read_text()[-3000:]
+        # The four serve processes, as /proc shows them (read until it shows all four: the
+        # stack says it serves once each answers, and a loaded machine read it short once).
+        wait_for(
+            lambda: serving(descendants(harness.pid)) == sorted(SERVICES),
+            timeout=60,
+            what=f"the four services below the harness: {serving(descendants(harness.pid))}",
+        )
         services = descendants(harness.pid)
-        serving = sorted(p.command.split(" serve ", 1)[1].split()[0] for p in services)
-        assert serving == sorted(SERVICES)
         os.kill(harness.pid, signum)
         harness.wait(60)
         wait_for(
