@@ -23,7 +23,7 @@ from pyccm.provider.interface import (
     OwnedResource,
     ProviderEvent,
 )
-from pyccm.workers.service.controller import NODE_BURST_MAX, NODE_QUIET, SWEEP
+from pyccm.workers.service.sweep import NODE_BURST_MAX, NODE_QUIET, SWEEP
 from tests.support.services import Harness, harness, make_node, make_service
 
 SERVICES = 20

@@ -38,7 +38,8 @@ from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import LoadBalancers
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
-from pyccm.workers.service.controller import NODE_QUIET, SWEEP, ServiceController, ServiceSettings
+from pyccm.workers.service.controller import ServiceController, ServiceSettings
+from pyccm.workers.service.sweep import NODE_QUIET, SWEEP
 from tests.support.nodes import node
 
 

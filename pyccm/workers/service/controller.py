@@ -82,15 +82,10 @@ from pyccm.workers.service.policy import FINALIZER, BackendId, Shard
 from pyccm.workers.service.reconciles import DELETE, ENSURE, UPDATE, Reconciles
 from pyccm.workers.service.sweep import (
     LATENCY_BUCKETS,
-    NODE_BURST_MAX,
-    NODE_QUIET,
     SWEEP,
     Backends,
     NodeSweep,
 )
-
-# The sweep's key and timings, where callers found them before the sweep had a module.
-__all__ = ["NODE_BURST_MAX", "NODE_QUIET", "SWEEP", "ServiceController", "ServiceSettings"]
 
 log = logging.getLogger(__name__)
 
