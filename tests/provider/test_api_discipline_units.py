@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pyccm.provider.openstack.client import TokenBucket, auth_arguments, retry_after_seconds
+from pyccm.provider.errors import ConfigError
+from pyccm.provider.openstack.client import TokenBucket, retry_after_seconds
 from pyccm.provider.openstack.config import GlobalSettings
+from pyccm.provider.openstack.connection import auth_arguments, identity_plugin
 from pyccm.provider.openstack.features import OctaviaFeatures, parse_version_list
 
 
@@ -148,3 +150,41 @@ def test_trust_auth_uses_the_trustee() -> None:
         "v3password",
         {"auth_url": "http://k/v3", "user_id": "tu", "password": "tp", "trust_id": "tr"},
     )
+
+
+def test_each_kind_of_credential_builds_its_keystone_v3_plugin() -> None:
+    from keystoneauth1.identity import v3
+
+    password = GlobalSettings(auth_url="http://k/v3", username="u", password="p", domain_id="d")
+    token = GlobalSettings(auth_url="http://k/v3", token="t", tenant_id="p")
+    credential = GlobalSettings(
+        auth_url="http://k/v3", application_credential_id="ac", application_credential_secret="s"
+    )
+
+    assert type(identity_plugin(password)) is v3.Password
+    assert type(identity_plugin(token)) is v3.Token
+    assert type(identity_plugin(credential)) is v3.ApplicationCredential
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        (GlobalSettings(auth_url="http://k/v3", username="u", password="secret-1"), "username"),
+        (
+            GlobalSettings(
+                auth_url="http://k/v3",
+                application_credential_name="ac",
+                application_credential_secret="secret-1",
+            ),
+            "application-credential-name",
+        ),
+    ],
+)
+def test_identities_keystone_cannot_resolve_are_refused_naming_the_key(
+    settings: GlobalSettings, key: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        identity_plugin(settings, path="/etc/cloud.conf")
+
+    assert str(refused.value).startswith(f"/etc/cloud.conf: [Global] {key}: needs ")
+    assert "secret-1" not in str(refused.value)

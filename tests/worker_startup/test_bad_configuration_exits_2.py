@@ -97,7 +97,7 @@ def test_a_cloud_conf_without_auth_url_names_file_section_and_key_only(tmp_path:
 def test_a_v3_username_without_its_domain_is_one_line_naming_the_missing_setting(
     tmp_path: Path,
 ) -> None:
-    """keystoneauth refuses the auth options while the connection is built (no request is
+    """The identity settings are checked while the connection is built (no request is
     made): the worker says so in one line and exits 2, the password nowhere in it."""
     conf = tmp_path / "cloud.conf"
     conf.write_text(
@@ -106,9 +106,9 @@ def test_a_v3_username_without_its_domain_is_one_line_naming_the_missing_setting
     )
     done = worker(tmp_path, "service", "--cloud-config", str(conf))
     assert done.returncode == 2, done.stderr
-    [line] = done.stderr.splitlines()
-    assert line.startswith(
-        "pyccm worker service: cloud.conf [Global]: You have provided a username"
-    )
-    assert "user_domain_name" in line
+    assert done.stderr.splitlines() == [
+        f"pyccm worker service: {conf}: [Global] username: needs user-domain-name or "
+        "user-domain-id (or domain-name / domain-id); a V3 user name is unique only within "
+        "its domain"
+    ]
     assert "not-logged" not in done.stderr

@@ -1,17 +1,20 @@
 """Every OpenStack call of a process goes through one `OpenStackClient`.
 
-It owns the process's single openstacksdk `Connection` and adds what upstream lacks
-(reference §6, SPEC "Provider"):
+It owns the process's `Connection` (`connection.py`: Keystone through keystoneauth, the
+services on urllib3) and adds what upstream lacks (reference §6, SPEC "Provider"):
 
-* a client-side token bucket shared by every HTTP request of the process, mounted as the
-  transport of the Connection's HTTP session, so Keystone re-authentication, version
-  discovery and pagination are throttled too (`--cloud-api-qps`, `--cloud-api-burst`);
+* a client-side token bucket shared by every HTTP request of the process: each call's
+  attempts take a token, and the same bucket is the transport of keystoneauth's session,
+  so Keystone re-authentication and version discovery are throttled too
+  (`--cloud-api-qps`, `--cloud-api-burst`);
 * 429 and 503 answers honour `Retry-After`: a short wait is taken inline and the request
   repeated (these statuses mean "not processed"), a long one becomes `RetryAfter` so the
   worker requeues the key instead of holding a thread;
 * a read (GET) answered 500, 502 or 504 is repeated too, after 0.2 s and then 0.4 s: a
   read changes nothing, so one flaky answer need not fail (and back off) the whole sync;
   writes are never repeated on those statuses (a create may have happened);
+* a 401 (a token revoked or expired early) authenticates again and repeats the request
+  once, as keystoneauth's sessions do;
 * Prometheus metrics per operation with upstream's names
   (`openstack_api_requests_total`, `openstack_api_request_errors_total`,
   `openstack_api_request_duration_seconds`, label `request` = `<resource>_<op>`), one
@@ -22,10 +25,9 @@ It owns the process's single openstacksdk `Connection` and adds what upstream la
   Octavia and Nova add when a list passes their page cap (1,000 items by default) and
   Neutron adds when paging is on, so a pool of 1,500 members is never read as 1,000.
 
-Calls are raw REST through the service proxies: the provider decodes exactly the fields it
-reads into msgspec structs (docs/architecture.md#style-typed-views), makes exactly the calls
-upstream makes (so the call
-counts can be compared), and can reach APIs openstacksdk has no method for (the batch
+Calls are raw REST: the provider decodes exactly the fields it reads into msgspec structs
+(docs/architecture.md#style-typed-views), makes exactly the calls upstream makes (so the
+call counts can be compared), and reaches APIs openstacksdk has no method for (the batch
 member PUT).
 """
 
@@ -34,17 +36,17 @@ from __future__ import annotations
 import email.utils
 import functools
 import importlib.metadata
-import re
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import requests
 import requests.adapters
+import urllib3
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
 from pyccm.protocol.decoding import decode_json
@@ -52,19 +54,22 @@ from pyccm.provider.errors import (
     CloudConflict,
     CloudError,
     CloudNotFound,
-    ConfigError,
     ProviderError,
     RetryAfter,
 )
-from pyccm.provider.openstack.sdk import quiet_config_warnings
+from pyccm.provider.openstack.connection import (
+    Answer,
+    Connection,
+    ServiceType,
+    connect,
+)
 
 if TYPE_CHECKING:
-    from openstack.connection import Connection
+    from keystoneauth1.discover import EndpointData
 
-    from pyccm.provider.openstack.config import GlobalSettings, OpenStackSettings
+    from pyccm.provider.openstack.config import OpenStackSettings
     from pyccm.provider.settings import ProviderSettings
 
-ServiceType = Literal["compute", "network", "load-balancer"]
 T = TypeVar("T")
 ItemT = TypeVar("ItemT", bound=msgspec.Struct)
 Params = Mapping[str, str | int | Iterable[str]] | None
@@ -73,10 +78,6 @@ Params = Mapping[str, str | int | Iterable[str]] | None
 # as RetryAfter, so a throttled cloud never pins a sync thread for minutes.
 MAX_INLINE_RETRY_WAIT = 5.0
 MAX_ATTEMPTS = 3
-# HTTP connection pool per host: above the sync threads a worker is likely to run (the
-# benchmark's 50 service syncs overflowed 32: urllib3 warned and dropped connections).
-POOL_SIZE = 100
-_VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$|/$")
 # A list longer than this many pages is a server that does not advance its marker.
 MAX_PAGES = 10_000
 _RETRY_STATUSES = frozenset({429, 503})
@@ -126,10 +127,10 @@ class TokenBucket:
 
 
 class ThrottledAdapter(requests.adapters.HTTPAdapter):
-    """The transport of the Connection's HTTP session: one token per HTTP request."""
+    """The transport of keystoneauth's HTTP session: one token per Keystone request."""
 
     def __init__(self, bucket: TokenBucket) -> None:
-        super().__init__(pool_connections=POOL_SIZE, pool_maxsize=POOL_SIZE)
+        super().__init__()
         self._bucket = bucket
 
     def send(
@@ -244,38 +245,32 @@ class OpenStackClient:
     def __init__(
         self,
         *,
-        connection: Connection,
+        settings: OpenStackSettings,
         bucket: TokenBucket,
         metrics: ApiMetrics,
-        redactor: Redactor,
         user_agent: tuple[str, ...] = (),
+        connection: Connection | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._bucket = bucket
         self._user_agent = user_agent
-        self._connection = self._prepared(connection)
+        self._connection = connection or self.connect(settings)
         self._metrics = metrics
-        self._redact = redactor
+        self._redact = Redactor(settings.global_.secrets())
         self._clock = clock
         self._sleep = sleep
-        # openstacksdk builds a proxy on first attribute access, authenticating and
-        # discovering versions on the way; build each once, under a lock, on first use.
-        self._proxy_lock = threading.Lock()
-        self._proxies: dict[ServiceType, Any] = {}
+        self._swap_lock = threading.Lock()
 
-    def _prepared(self, connection: Connection) -> Connection:
-        """Throttle every HTTP request of `connection` with the process's bucket and add the
-        `--user-agent` tokens, as upstream adds them to its User-Agent."""
-        # One adapter per connection, so closing a replaced one leaves the others' pools.
-        adapter = ThrottledAdapter(self._bucket)
-        http = connection.session.session
-        http.mount("http://", adapter)
-        http.mount("https://", adapter)
-        for token in self._user_agent:
-            name, _, version = token.partition("/")
-            connection.session.additional_user_agent.append((name, version))
-        return connection
+    def connect(self, settings: OpenStackSettings) -> Connection:
+        """A new Connection for `settings`, throttled by this client's bucket (Keystone's
+        requests included) and with its `--user-agent` tokens. No network I/O yet."""
+        return connect(
+            settings=settings,
+            version=_version(),
+            user_agent=self._user_agent,
+            transport=ThrottledAdapter(self._bucket),
+        )
 
     @property
     def connection(self) -> Connection:
@@ -292,54 +287,35 @@ class OpenStackClient:
         the connection it started on, which is closed `retire_after` seconds later (longer
         than one attempt may last); the attempts after it, retries included, use the new
         one. Error messages stay scrubbed of the old secrets as well as the new ones."""
-        prepared = self._prepared(connection)
-        with self._proxy_lock:
-            retired, self._connection = self._connection, prepared
-            self._proxies = {}
+        with self._swap_lock:
+            retired, self._connection = self._connection, connection
         self._redact = Redactor(tuple(dict.fromkeys((*self._redact.secrets, *secrets))))
         closer = threading.Timer(retire_after, retired.close)
         closer.name = "openstack-retired-connection"
         closer.daemon = True
         closer.start()
 
-    def proxy(self, service: ServiceType) -> Any:
-        """The openstacksdk proxy (a keystoneauth Adapter) of `service`."""
-        from keystoneauth1 import exceptions as ksa_exceptions
-        from openstack import exceptions as sdk_exceptions
-
-        with self._proxy_lock:
-            if service not in self._proxies:
-                attribute = service.replace("-", "_")
-                try:
-                    self._proxies[service] = getattr(self._connection, attribute)
-                except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
-                    raise self._transport_error(
-                        f"{attribute}_connect", "GET", "(discovery)", exc
-                    ) from exc
-            return self._proxies[service]
-
     def service_root(self, service: ServiceType) -> str:
-        """The unversioned root of a service (where its version list lives): the configured
-        endpoint override, else the catalog's URL, found without version discovery."""
+        """The unversioned root of a service (where its version list lives): the catalog's
+        URL without its version, found without version discovery."""
+        return self._keystone(f"{service}_endpoint", self._connection.service_root, service)
+
+    def endpoint_data(self, service: ServiceType) -> EndpointData | None:
+        """The service's version discovery (its URL and microversion range)."""
+        return self._keystone(f"{service}_connect", self._connection.endpoint_data, service)
+
+    def _keystone(self, request: str, step: Callable[[ServiceType], T], service: ServiceType) -> T:
+        """A catalog or discovery step, its failures mapped like a call's."""
         from keystoneauth1 import exceptions as ksa_exceptions
 
-        config = self._connection.config
         try:
-            url = config.get_endpoint(service) or self._connection.session.get_endpoint(
-                service_type=service,
-                interface=config.get_interface(service),
-                region_name=config.get_region_name(service),
-                skip_discovery=True,
-            )
+            return step(service)
         except ksa_exceptions.EndpointNotFound as exc:
             raise CloudError(
                 f"no {service} endpoint in the service catalog", retryable=False
             ) from exc
         except ksa_exceptions.ClientException as exc:
-            raise self._transport_error(f"{service}_endpoint", "GET", "(catalog)", exc) from exc
-        if not url:
-            raise CloudError(f"no {service} endpoint in the service catalog", retryable=False)
-        return _VERSION_SUFFIX.sub("", str(url)) + "/"
+            raise self._transport_error(request, "GET", "(catalog)", exc) from exc
 
     def call(
         self,
@@ -359,20 +335,22 @@ class OpenStackClient:
         `request` is the metric label, `<resource>_<op>`. Returns the response body.
         """
         accepted = frozenset(ok)
-        options: dict[str, Any] = {"params": params, "raise_exc": False}
-        if body is not None:
-            options["json"] = body
-        if microversion is not None:
-            options["microversion"] = microversion
+        sent = Request(
+            method=method,
+            path=path,
+            query=_query(params),
+            body=None if body is None else msgspec.json.encode(body),
+            headers=_microversion_headers(service, microversion),
+        )
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            response = self._attempt(service, method, path, request=request, options=options)
-            if response.status_code in accepted:
-                return response.content
+            response = self._attempt(service, sent, request=request)
+            if response.status in accepted:
+                return response.body
             delay = self._retry_delay(response, attempt, method)
             if delay is None:
-                raise self._error(request, method, path, response)
+                raise self._error(request, sent, response)
             self._sleep(delay)
-        raise self._error(request, method, path, response)
+        raise self._error(request, sent, response)
 
     def call_json(
         self, decode_as: type[T], service: ServiceType, method: str, path: str, **kwargs: Any
@@ -423,52 +401,53 @@ class OpenStackClient:
             query |= following
         raise CloudError(f"{request}: {path} has more than {MAX_PAGES} pages")
 
-    def _attempt(
-        self, service: ServiceType, method: str, path: str, *, request: str, options: dict[str, Any]
-    ) -> requests.Response:
-        from keystoneauth1 import adapter as ksa_adapter
+    def _attempt(self, service: ServiceType, sent: Request, *, request: str) -> Answer:
+        """One HTTP attempt on the current Connection; a 401 (the token expired or was
+        revoked early) authenticates again and repeats the request once."""
         from keystoneauth1 import exceptions as ksa_exceptions
-        from openstack import exceptions as sdk_exceptions
 
+        connection = self._connection
         started = self._clock()
         try:
-            # keystoneauth's Adapter.request on the service proxy: the proxy's endpoint
-            # selection without openstacksdk's response cache and stats layer, which pyccm
-            # does not use and which warns (RemovedInSDK50Warning) on every new URL.
-            response: requests.Response = ksa_adapter.Adapter.request(
-                self.proxy(service), path, method, **options
-            )
-        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
+            url = sent.url(connection.endpoint(service))
+            for fresh_token in (False, True):
+                headers = sent.headers | connection.auth_headers()
+                self._bucket.acquire()
+                response = connection.request(sent.method, url, headers=headers, body=sent.body)
+                if response.status != 401 or fresh_token:
+                    break
+                connection.invalidate()
+        except (ksa_exceptions.ClientException, urllib3.exceptions.HTTPError, OSError) as exc:
             self._metrics.observe(request, self._clock() - started, failed=True)
-            raise self._transport_error(request, method, path, exc) from exc
-        failed = response.status_code >= 400
-        self._metrics.observe(request, self._clock() - started, failed=failed)
+            raise self._transport_error(request, sent.method, sent.path, exc) from exc
+        except CloudError:
+            self._metrics.observe(request, self._clock() - started, failed=True)
+            raise
+        self._metrics.observe(request, self._clock() - started, failed=response.status >= 400)
         return response
 
-    def _retry_delay(self, response: requests.Response, attempt: int, method: str) -> float | None:
+    def _retry_delay(self, response: Answer, attempt: int, method: str) -> float | None:
         """How long to wait before repeating a 429/503 (or a read's 500/502/504), or None
         to give up now."""
         if attempt >= MAX_ATTEMPTS:
             return None
-        if method == "GET" and response.status_code in _READ_RETRY_STATUSES:
+        if method == "GET" and response.status in _READ_RETRY_STATUSES:
             return float(READ_RETRY_WAIT * 2 ** (attempt - 1))
-        if response.status_code not in _RETRY_STATUSES:
+        if response.status not in _RETRY_STATUSES:
             return None
         advised = retry_after_seconds(response.headers.get("Retry-After"))
         delay = advised if advised is not None else float(2 ** (attempt - 1))
         if delay > MAX_INLINE_RETRY_WAIT:
             raise RetryAfter(
-                f"the cloud asked to retry after {delay:.0f}s (HTTP {response.status_code})",
+                f"the cloud asked to retry after {delay:.0f}s (HTTP {response.status})",
                 delay=delay,
             )
         return delay
 
-    def _error(
-        self, request: str, method: str, path: str, response: requests.Response
-    ) -> ProviderError:
-        status = response.status_code
-        detail = self._redact(_fault_message(response.content))[:300]
-        message = f"{request}: {method} {path} answered HTTP {status}" + (
+    def _error(self, request: str, sent: Request, response: Answer) -> ProviderError:
+        status = response.status
+        detail = self._redact(_fault_message(response.body))[:300]
+        message = f"{request}: {sent.method} {sent.path} answered HTTP {status}" + (
             f": {detail}" if detail else ""
         )
         if status == 404:
@@ -481,7 +460,7 @@ class OpenStackClient:
         if status == 413:
             # oslo.middleware's default limit (112 KiB) is about 1,000 load-balancer members.
             message += (
-                f" (the request body, {len(response.request.body or b'')} bytes, is over the "
+                f" (the request body, {len(sent.body or b'')} bytes, is over the "
                 "cloud's limit: raise [oslo_middleware] max_request_body_size)"
             )
         return CloudError(message, status=status, retryable=status not in _NOT_RETRYABLE)
@@ -489,6 +468,43 @@ class OpenStackClient:
     def _transport_error(self, request: str, method: str, path: str, exc: Exception) -> CloudError:
         detail = self._redact(str(exc))[:300]
         return CloudError(f"{request}: {method} {path} failed: {type(exc).__name__}: {detail}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call as it goes out on every attempt (the body encoded once)."""
+
+    method: str
+    path: str
+    query: str
+    body: bytes | None
+    headers: dict[str, str]
+
+    def url(self, endpoint: str) -> str:
+        base = self.path if "://" in self.path else endpoint + self.path
+        return f"{base}?{self.query}" if self.query else base
+
+
+def _query(params: Params) -> str:
+    """The query string; a list value repeats its key (`device_id=a&device_id=b`)."""
+    if not params:
+        return ""
+    pairs: list[tuple[str, str]] = []
+    for name, value in params.items():
+        if isinstance(value, str | int):
+            pairs.append((name, str(value)))
+        else:
+            pairs.extend((name, str(each)) for each in value)
+    return urllib.parse.urlencode(pairs)
+
+
+def _microversion_headers(service: ServiceType, microversion: str | None) -> dict[str, str]:
+    if microversion is None:
+        return {}
+    headers = {"OpenStack-API-Version": f"{service} {microversion}"}
+    if service == "compute":
+        headers["X-OpenStack-Nova-API-Version"] = microversion
+    return headers
 
 
 # --- pages ----------------------------------------------------------------------------------------
@@ -522,55 +538,7 @@ def _next_page(links: list[Link]) -> dict[str, str] | None:
     return None
 
 
-# --- building the one Connection ---------------------------------------------------------------
-
-
-def _non_empty(**values: str) -> dict[str, str]:
-    return {key: value for key, value in values.items() if value}
-
-
-def auth_arguments(g: GlobalSettings) -> tuple[str, dict[str, str]]:
-    """keystoneauth plugin name and arguments for `[Global]`, in upstream's precedence:
-    application credential, then trust, then token, then password. `domain-id`/`-name`
-    fill the user and project domains that are not set (gophercloud's behaviour)."""
-    user_domain = _non_empty(
-        user_domain_id=g.user_domain_id or g.domain_id,
-        user_domain_name=g.user_domain_name or g.domain_name,
-    )
-    project = _non_empty(
-        project_id=g.tenant_id,
-        project_name=g.tenant_name,
-        project_domain_id=g.tenant_domain_id or g.domain_id,
-        project_domain_name=g.tenant_domain_name or g.domain_name,
-    )
-    base = {"auth_url": g.auth_url}
-    if g.application_credential_secret:
-        identity = _non_empty(
-            application_credential_id=g.application_credential_id,
-            application_credential_name=g.application_credential_name,
-            application_credential_secret=g.application_credential_secret,
-        )
-        if not g.application_credential_id:
-            identity |= _non_empty(user_id=g.user_id, username=g.username) | user_domain
-        return "v3applicationcredential", base | identity
-    if g.trust_id:
-        trustee = _non_empty(user_id=g.trustee_id, password=g.trustee_password, trust_id=g.trust_id)
-        return "v3password", base | trustee
-    if g.token:
-        return "v3token", base | {"token": g.token} | project
-    user = _non_empty(user_id=g.user_id, username=g.username, password=g.password)
-    return "v3password", base | user | user_domain | project
-
-
-def _tls_arguments(g: GlobalSettings) -> dict[str, Any]:
-    tls: dict[str, Any] = {}
-    if g.tls_insecure:
-        tls["verify"] = False
-    elif g.ca_file:
-        tls["cacert"] = g.ca_file
-    if g.cert_file:
-        tls |= {"cert": g.cert_file, "key": g.key_file}
-    return tls
+# --- building the client -----------------------------------------------------------------------
 
 
 def _version() -> str:
@@ -578,37 +546,6 @@ def _version() -> str:
         return importlib.metadata.version("pyccm")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
-
-
-def connect(*, settings: OpenStackSettings) -> Connection:
-    """The process's Connection. No network I/O happens until the first call.
-
-    An authentication setting the SDK refuses (a V3 username without its domain, say) is
-    the configuration's fault: ConfigError, one line, no secret in it.
-    """
-    import openstack
-    from keystoneauth1 import exceptions as ksa_exceptions
-    from openstack import exceptions as sdk_exceptions
-
-    g = settings.global_
-    auth_type, auth = auth_arguments(g)
-    try:
-        with quiet_config_warnings():
-            return openstack.connect(
-                load_yaml_config=False,
-                load_envvars=False,
-                app_name="pyccm",
-                app_version=_version(),
-                auth_type=auth_type,
-                auth=auth,
-                region_name=g.region or None,
-                interface=g.interface,
-                api_timeout=settings.metadata.request_timeout,
-                **_tls_arguments(g),
-            )
-    except (ksa_exceptions.OptionError, sdk_exceptions.ConfigException) as exc:
-        message = " ".join(Redactor(g.secrets())(str(exc)).split())
-        raise ConfigError(f"cloud.conf [Global]: {message}") from None
 
 
 def build_client(
@@ -627,10 +564,10 @@ def build_client(
         sleep=sleep,
     )
     return OpenStackClient(
-        connection=connection or connect(settings=settings),
+        settings=settings,
+        connection=connection,
         bucket=bucket,
         metrics=ApiMetrics(registry),
-        redactor=Redactor(settings.global_.secrets()),
         user_agent=provider_settings.user_agent,
         clock=clock,
         sleep=sleep,

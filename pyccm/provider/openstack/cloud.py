@@ -13,7 +13,7 @@
   (`LiveSettings`); `[Networking]` and the region: by every instance call;
 * `[Route] router-id`: the routes move to the new router from the next reconcile;
 * `[Global]` (credentials, endpoints, TLS) and `[Metadata] request-timeout`: a new
-  openstacksdk Connection, hence a new Keystone token, for every call from now on; an
+  Connection, hence a new Keystone token, for every call from now on; an
   HTTP attempt already under way finishes on the old one (`OpenStackClient.
   replace_connection`), so no sync is dropped.
 
@@ -42,7 +42,7 @@ from pyccm.provider.interface import (
     RouteOwnership,
     Routes,
 )
-from pyccm.provider.openstack.client import OpenStackClient, connect
+from pyccm.provider.openstack.client import OpenStackClient
 from pyccm.provider.openstack.config import LiveSettings, OpenStackSettings, load_settings
 from pyccm.provider.openstack.features import CloudFeatures
 from pyccm.provider.openstack.instances import OpenStackInstances
@@ -51,7 +51,7 @@ from pyccm.provider.openstack.routes import OpenStackRoutes
 from pyccm.provider.settings import ProviderSettings
 
 if TYPE_CHECKING:
-    from openstack.connection import Connection
+    from pyccm.provider.openstack.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +145,13 @@ class OpenStackCloud:
                 return ConfigChange(source=str(current.path))
             return self._apply(current, new, sections, connection)
 
-    @staticmethod
-    def _connection_for(settings: OpenStackSettings) -> Connection:
+    def _connection_for(self, settings: OpenStackSettings) -> Connection:
         """A Connection for the new `[Global]` (no network I/O until its first call)."""
         try:
-            return connect(settings=settings)
-        except Exception as exc:  # openstacksdk's or keystoneauth's refusal of the options
+            return self.client.connect(settings)
+        except ConfigError:
+            raise
+        except Exception as exc:  # keystoneauth's refusal of the options
             raise ConfigError(
                 f"{settings.path}: [Global]: the new credentials cannot make a connection "
                 f"({type(exc).__name__})"

@@ -239,13 +239,9 @@ class OpenStackInstances:
 
     def _negotiate_microversion(self) -> str | None:
         from keystoneauth1 import discover
-        from keystoneauth1 import exceptions as ksa_exceptions
 
-        try:
-            data = self._client.proxy("compute").get_endpoint_data()
-        except ksa_exceptions.ClientException as exc:
-            # Not cached: the next lookup negotiates again.
-            raise CloudError(f"compute version discovery failed: {type(exc).__name__}") from exc
+        # A CloudError is not cached: the next lookup negotiates again.
+        data = self._client.endpoint_data("compute")
         if data is None or not data.max_microversion:
             return None
         highest = discover.normalize_version_number(data.max_microversion)
