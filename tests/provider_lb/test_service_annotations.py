@@ -308,8 +308,8 @@ def test_an_sctp_port_on_an_octavia_below_2_23_fails_the_sync_and_creates_nothin
         make_lbs().ensure(service=svc, nodes=nodes(1))
 
     assert str(failed.value) == (
-        "SCTP port 3868 needs Octavia API 2.23 (SCTP listeners and pools); this one has "
-        "API 2.22; no load balancer is created or changed"
+        "SCTP port 3868 needs Octavia API 2.23 (SCTP listeners and pools); this Octavia "
+        "offers API 2.22; no load balancer is created or changed"
     )
     assert failed.value.retryable is False
     assert writes(sim, mark) == []

@@ -37,52 +37,92 @@ _VERSION_ID = re.compile(r"^v(\d+)\.(\d+)$")
 
 
 @dataclass(frozen=True)
+class Gate:
+    """A feature Octavia has from API 2.<minor> on (reference §3.3)."""
+
+    minor: int
+    # How a Warning names it.
+    what: str
+    # The ovn provider has it too (the other gates are off with ovn, as upstream's).
+    ovn: bool = False
+
+
+GATES = {
+    "tags": Gate(5, "tags", ovn=True),
+    "timeouts": Gate(1, "listener timeouts"),
+    "flavors": Gate(6, "flavors"),
+    "vip_acl": Gate(12, "listeners' allowed_cidrs"),
+    "availability_zones": Gate(14, "availability zones"),
+    "http_monitors_on_udp": Gate(16, "HTTP monitors on UDP pools"),
+    "sctp": Gate(23, "SCTP listeners and pools", ovn=True),
+    "additional_vips": Gate(26, "additional VIPs"),
+}
+
+
+@dataclass(frozen=True)
 class OctaviaFeatures:
     """Octavia feature gates by API version; `ovn` turns several off (reference §3.3)."""
 
     version: tuple[int, int] | None
     lb_provider: str = "amphora"
 
-    def _at_least(self, minor: int, *, ovn_allowed: bool = False) -> bool:
-        if self.version is None or (self.lb_provider == "ovn" and not ovn_allowed):
+    def has(self, feature: str) -> bool:
+        gate = GATES[feature]
+        if self.version is None or (self.lb_provider == "ovn" and not gate.ovn):
             return False
-        return self.version >= (2, minor)
+        return self.version >= (2, gate.minor)
+
+    def lacking(self, feature: str) -> str:
+        """Why `feature` is off here, for a Warning or a refusal: the Octavia API version it
+        needs and the one this Octavia offers (and the ovn provider when that is why)."""
+        gate = GATES[feature]
+        offers = (
+            f"API {self.version[0]}.{self.version[1]}"
+            if self.version
+            else "no readable API version"
+        )
+        if self.version is not None and self.version >= (2, gate.minor):
+            return (
+                f"needs Octavia API 2.{gate.minor} ({gate.what}) and a provider other than "
+                f"ovn; this Octavia offers {offers}, with the ovn provider"
+            )
+        return f"needs Octavia API 2.{gate.minor} ({gate.what}); this Octavia offers {offers}"
 
     @property
     def tags(self) -> bool:
-        return self._at_least(5, ovn_allowed=True)
+        return self.has("tags")
 
     @property
     def timeouts(self) -> bool:
-        return self._at_least(1)
+        return self.has("timeouts")
 
     @property
     def flavors(self) -> bool:
-        return self._at_least(6)
+        return self.has("flavors")
 
     @property
     def vip_acl(self) -> bool:
-        return self._at_least(12)
+        return self.has("vip_acl")
 
     @property
     def availability_zones(self) -> bool:
-        return self._at_least(14)
+        return self.has("availability_zones")
 
     @property
     def http_monitors_on_udp(self) -> bool:
-        return self._at_least(16)
+        return self.has("http_monitors_on_udp")
 
     @property
     def sctp(self) -> bool:
         """SCTP listeners, pools and monitors (the ovn provider serves SCTP too)."""
-        return self._at_least(23, ovn_allowed=True)
+        return self.has("sctp")
 
     @property
     def additional_vips(self) -> bool:
         """More than one VIP (one per subnet of the VIP network): a dual-stack Service on
         one load balancer. Off with ovn, like the other gates (not checked against its
         driver)."""
-        return self._at_least(26)
+        return self.has("additional_vips")
 
 
 def parse_version_list(content: bytes) -> tuple[int, int] | None:

@@ -474,7 +474,7 @@ class OctaviaLoadBalancers:
         half-way. Returns the listeners read for the checks (None when none were)."""
         if not cfg.features.tags:
             raise CloudError(
-                "sharing a load balancer needs Octavia tags (API 2.5)", retryable=False
+                f"sharing a load balancer {cfg.features.lacking('tags')}", retryable=False
             )
         if cfg.internal:
             raise CloudError("internal Service cannot share a load balancer", retryable=False)

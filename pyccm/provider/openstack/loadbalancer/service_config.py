@@ -156,10 +156,10 @@ class ServiceConfig:
         if self.source_ranges_unenforced():
             # Upstream warns and creates the load balancer open to every address; a Service
             # that asked for source ranges must not get a less secure load balancer.
+            ovn = " (with ovn, set manage-security-groups)" if self.lb_provider == "ovn" else ""
             return (
-                f"{service.key} restricts its source ranges, but this Octavia cannot: "
-                "allowed_cidrs needs API 2.12 (and not the ovn provider; with ovn, set "
-                "manage-security-groups)"
+                f"{service.key} restricts its source ranges: enforcing them "
+                f"{self.features.lacking('vip_acl')}{ovn}"
             )
         for port in service.spec.ports:
             if why := self._port_refusal(service, port):
@@ -172,9 +172,7 @@ class ServiceConfig:
         when asked to (Octavia refuses the pool, or serves the port over TCP)."""
         where = f"{port.protocol} port {port.port}"
         if port.protocol == "SCTP" and not self.features.sctp:
-            version = self.features.version
-            has = f"API {version[0]}.{version[1]}" if version else "no readable API version"
-            return f"{where} needs Octavia API 2.23 (SCTP listeners and pools); this one has {has}"
+            return f"{where} {self.features.lacking('sctp')}"
         listener = self.listener_protocol(port)
         pool = self.pool_protocol(listener)
         if port.protocol == "TCP" or listener == pool == port.protocol:
@@ -281,6 +279,19 @@ def _timeouts(ann: a.Annotations, features: OctaviaFeatures) -> dict[str, int] |
         "timeout_member_data": ann.integer(a.TIMEOUT_MEMBER_DATA, 50000),
         "timeout_tcp_inspect": ann.integer(a.TIMEOUT_TCP_INSPECT, 0),
     }
+
+
+def _flavor(
+    ann: a.Annotations, settings: LoadBalancerSettings, features: OctaviaFeatures, events: a.Events
+) -> str:
+    flavor = ann.string(a.FLAVOR_ID, settings.flavor_id)
+    if flavor and not features.flavors:
+        events.warn(
+            "LoadBalancerFlavorIgnored",
+            f"flavor {flavor!r} ignored: it {features.lacking('flavors')}",
+        )
+        return ""
+    return flavor
 
 
 def _monitor(
@@ -441,7 +452,7 @@ class Resolver:
             timeouts=_timeouts(ann, features),
             source_ranges=ranges,
             allowed_cidrs=ranges if features.vip_acl else None,
-            flavor_id=ann.string(a.FLAVOR_ID, settings.flavor_id) if features.flavors else "",
+            flavor_id=_flavor(ann, settings, features, events),
             availability_zone=self._zone(ann, features, events),
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
             monitor=_monitor(service, settings, ann, features, events),
@@ -485,7 +496,7 @@ class Resolver:
         if zone and not features.availability_zones:
             events.warn(
                 "LoadBalancerAvailabilityZonesIgnored",
-                f"availability zone {zone!r} needs Octavia API 2.14 (and not ovn); ignored",
+                f"availability zone {zone!r} ignored: it {features.lacking('availability_zones')}",
             )
             return ""
         return zone
