@@ -207,7 +207,7 @@ def test_the_admin_in_system_masters_needs_no_access_review(
 def test_given_cert_and_key_files_are_served_instead(
     kube: KubeSimHandle, ccm_kubeconfig: Path, tmp_path: Path
 ) -> None:
-    from tests.manager_http.test_tls_settings import issue_pair
+    from tests.support.certificates import issue_pair
 
     ca, cert, key = issue_pair(tmp_path, common_name="pyccm.example")
     port = free_port()

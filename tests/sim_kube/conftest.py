@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from tests.support.kube_http import client
+from tests.support.kube_http import api_client, client
 
 
 @pytest.fixture
@@ -20,4 +20,4 @@ def kube() -> Iterator[KubeSimHandle]:
 
 @pytest.fixture
 def core(kube: KubeSimHandle) -> Any:
-    return client.CoreV1Api(kube.api_client())
+    return client.CoreV1Api(api_client(kube))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pyccm.sim.kube.testing import KubeSimHandle
-from tests.support.kube_http import as_json, client, http
+from tests.support.kube_http import api_client, as_json, client, http
 
 
 def _error(excinfo: pytest.ExceptionInfo[Any]) -> dict[str, object]:
@@ -37,7 +37,7 @@ def test_create_fills_server_owned_metadata(kube: KubeSimHandle, core: Any) -> N
 
 
 def test_resource_versions_increase_across_all_resources(kube: KubeSimHandle, core: Any) -> None:
-    coordination = client.CoordinationV1Api(kube.api_client())
+    coordination = client.CoordinationV1Api(api_client(kube))
     lease = as_json(
         coordination.create_namespaced_lease("kube-system", {"metadata": {"name": "l"}})
     )
@@ -72,7 +72,7 @@ def test_creating_in_a_missing_namespace_is_not_found(core: Any) -> None:
 
 
 def test_a_stale_update_conflicts_and_a_fresh_one_wins(kube: KubeSimHandle) -> None:
-    coordination = client.CoordinationV1Api(kube.api_client())
+    coordination = client.CoordinationV1Api(api_client(kube))
     lease = coordination.create_namespaced_lease(
         "kube-system", {"metadata": {"name": "ccm"}, "spec": {"holderIdentity": "a"}}
     )

@@ -33,6 +33,16 @@ class Reply:
 _SERIALIZER = client.ApiClient()
 
 
+def api_client(kube: KubeSimHandle, token: str | None = None) -> Any:
+    """The official client's `ApiClient` for the simulator (the admin unless `token`)."""
+    configuration = client.Configuration()
+    configuration.host = kube.url
+    if kube.ca_file is not None:
+        configuration.ssl_ca_cert = str(kube.ca_file)
+    configuration.api_key = {"authorization": f"Bearer {token or kube.token}"}
+    return client.ApiClient(configuration)
+
+
 def as_json(model: object) -> Any:
     """A client model back as API JSON (camelCase), so assertions read like the wire and
     the client's Optional-everywhere models need no None checks."""

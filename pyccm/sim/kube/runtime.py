@@ -65,7 +65,7 @@ async def start(settings: SimSettings, faults: Faults | None = None) -> Running:
 
         certificate = self_signed(settings.host)
         scratch = scratch_dir()
-        context = certificate.server_context(scratch)
+        context = certificate.server_context(scratch, settings.client_ca_file)
         ca_pem = certificate.cert_pem
     site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)
     await site.start()

@@ -19,6 +19,7 @@ so one slow client costs only its own buffer. Admin endpoints for the knobs live
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import logging
@@ -266,12 +267,30 @@ class KubeSim:
         return web.Response(text="ok", content_type="text/plain")
 
     def authenticate(self, request: web.Request) -> User:
+        """As kube-apiserver's authenticators in turn: a client certificate the client CA
+        signed, then the Authorization header (a bearer token, or basic auth)."""
+        user = _certificate_user(request)
+        if user is not None:
+            return user
         header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        user = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+        scheme, _, credential = header.partition(" ")
+        if scheme.lower() == "bearer":
+            user = self.tokens.get(credential.strip())
+        elif scheme.lower() == "basic":
+            user = self._password_user(credential.strip())
         if user is None:
             raise errors.unauthorized()
         return user
+
+    def _password_user(self, credential: str) -> User | None:
+        try:
+            username, _, password = base64.b64decode(credential).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        for name, secret, user in self.settings.passwords:
+            if (name, secret) == (username, password):
+                return user
+        return None
 
     def _throttle(self) -> None:
         if self.faults.throttle_rate > 0 and self.rng.random() < self.faults.throttle_rate:
@@ -645,3 +664,15 @@ def decode_object(body: bytes, *, yaml_body: bool) -> Obj:
     if not isinstance(decoded, dict):
         raise errors.bad_request("the body of the request must be a JSON object")
     return decoded
+
+
+def _certificate_user(request: web.Request) -> User | None:
+    """The user of a verified client certificate: its CN, in the groups its O fields name.
+    The TLS layer verified it (only a certificate the client CA signed gets this far)."""
+    peer = request.transport.get_extra_info("peercert") if request.transport else None
+    if not peer:
+        return None
+    fields = [item for rdn in peer.get("subject", ()) for item in rdn]
+    names = [value for key, value in fields if key == "commonName"]
+    groups = tuple(value for key, value in fields if key == "organizationName")
+    return User(names[0], groups) if names else None

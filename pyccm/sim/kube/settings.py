@@ -65,6 +65,13 @@ class SimSettings:
     # Serve HTTPS with a throwaway self-signed certificate (put in the kubeconfig): kubectl
     # only sends a bearer token over TLS. The Python client is happy with plain http.
     tls: bool = False
+    # With tls: accept client certificates this CA (a PEM file) signed, as kube-apiserver's
+    # --client-ca-file: the user is the certificate's CN, its groups the O fields.
+    client_ca_file: Path | None = None
+    # HTTP basic authentication: (username, password, user). kube-apiserver dropped its
+    # --basic-auth-file in 1.19, but client-go still sends a kubeconfig's username and
+    # password (an authenticating proxy in front of the API server takes them).
+    passwords: tuple[tuple[str, str, User], ...] = ()
 
 
 @dataclass

@@ -3,8 +3,8 @@
     from pyccm.sim.kube.testing import running_kube_sim
 
     with running_kube_sim(seed_nodes=3, seed_services=2) as kube:
-        core = kubernetes.client.CoreV1Api(kube.api_client())
-        core.list_node()                              # through HTTP, like any client
+        client = KubeClient(settings=KubeSettings(kubeconfig=str(kube.kubeconfig_path)))
+        client.request("GET", "/api/v1/nodes")        # through HTTP, like any client
         kube.get("nodes", "node-0000")                # the stored JSON, straight from the store
         kube.set_node_ready("node-0001", False)       # the "kubelet" helper
         kube.set_faults(error_rates={"patch": 1.0})   # every PATCH now fails with 500
@@ -20,15 +20,15 @@ history_size, bookmark_interval, watch_buffer, random_seed, ...). Every helper o
 handle is thread-safe: it runs on the server's loop and waits for the result.
 
 Knobs worth knowing: `kube.url`, `kube.token` (admin, group system:masters),
-`kube.kubeconfig_path` (a written kubeconfig with that token), `kube.add_token(token,
-user, groups)` for a second identity (with `rbac_files=(Path("deploy/base/rbac.yaml"),)` to
-test permissions as the CCM's ServiceAccount), `kube.requests()` (the request log:
-method, path, verb, user, code) and `kube.resource_version`.
+`kube.kubeconfig_path` (a written kubeconfig with that token), `kube.ca_file` (with
+`tls=True`: the server certificate to trust), `kube.add_token(token, user, groups)` for a
+second identity (with `rbac_files=(Path("deploy/base/rbac.yaml"),)` to test permissions as
+the CCM's ServiceAccount), `kube.requests()` (the request log: method, path, verb, user,
+code) and `kube.resource_version`. With `tls=True`, `client_ca_file=` accepts client
+certificates that CA signed, and `passwords=` basic-auth users.
 
-`api_client()` builds an official `kubernetes.client.ApiClient`. The simulator itself
-never imports the client (import contract: only manager/ imports kubernetes); this
-test-only helper loads it by name at call time so the contract keeps holding for the
-server code.
+The official `kubernetes` client, pointed at a simulator, is the tests' business
+(`tests.support.kube_http.api_client`): nothing in `pyccm/` imports it.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ class KubeSimHandle:
         self.url = running.url
         self.token = running.sim.settings.admin_token
         self.kubeconfig_path = kubeconfig_path
+        # With tls: the PEM file of the server's certificate, for clients to trust.
+        self.ca_file = running.ca_file
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -83,18 +85,6 @@ class KubeSimHandle:
     def sim(self) -> KubeSim:
         """The server object itself; touch it only through `call` from other threads."""
         return self._running.sim
-
-    def api_client(self, token: str | None = None) -> Any:
-        """A `kubernetes.client.ApiClient` for this simulator (admin unless `token`)."""
-        # Test-only: declared in .importlinter as the one place sim/ may use the client.
-        from kubernetes import client
-
-        configuration = client.Configuration()
-        configuration.host = self.url
-        if self._running.ca_file is not None:
-            configuration.ssl_ca_cert = str(self._running.ca_file)
-        configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
-        return client.ApiClient(configuration)
 
     def add_token(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
         def add(sim: KubeSim) -> None:

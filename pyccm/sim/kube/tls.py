@@ -24,13 +24,18 @@ class ServerCertificate:
     cert_pem: bytes
     key_pem: bytes
 
-    def server_context(self, scratch: Path) -> ssl.SSLContext:
+    def server_context(self, scratch: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+        """With `client_ca`, a client may present a certificate it signed (none is required:
+        tokens still work), as kube-apiserver's --client-ca-file."""
         cert_file, key_file = scratch / "sim-cert.pem", scratch / "sim-key.pem"
         cert_file.write_bytes(self.cert_pem)
         key_file.touch(mode=0o600)
         key_file.write_bytes(self.key_pem)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(cert_file, key_file)
+        if client_ca is not None:
+            context.load_verify_locations(client_ca)
+            context.verify_mode = ssl.CERT_OPTIONAL
         return context
 
 
