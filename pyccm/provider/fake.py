@@ -61,6 +61,7 @@ FakeMethod = Literal[
     "instance_shutdown",
     "instance_metadata",
     "instance_listing",
+    "instances_metadata",
     "lb_get",
     "lb_ensure",
     "lb_update",
@@ -317,7 +318,21 @@ class _FakeInstances:
 
     def instance_metadata(self, *, node: Node) -> InstanceMetadata:
         self._cloud._enter("instance_metadata", node.name)
-        server = self._cloud._find_server(node)
+        return self._metadata(self._cloud._find_server(node))
+
+    def instances_metadata(self, *, nodes: Sequence[Node]) -> dict[str, InstanceMetadata]:
+        """One call for every node; a node whose server is missing, ambiguous or not ours is
+        left out (the caller asks about it alone), as the OpenStack provider does."""
+        self._cloud._enter("instances_metadata", f"{len(nodes)} nodes")
+        found: dict[str, InstanceMetadata] = {}
+        for node in nodes:
+            try:
+                found[node.name] = self._metadata(self._cloud._find_server(node))
+            except ProviderError:
+                continue
+        return found
+
+    def _metadata(self, server: FakeServer) -> InstanceMetadata:
         return InstanceMetadata(
             provider_id=ProviderId(PROVIDER_ID_PREFIX + server.server_id),
             instance_type=server.instance_type,

@@ -174,6 +174,12 @@ class Instances(Protocol):
         (paged) listing of the servers rather than calls per node."""
         ...
 
+    def instances_metadata(self, *, nodes: Sequence[Node]) -> dict[str, InstanceMetadata]:
+        """`instance_metadata` of many nodes, by node name, from a few calls for all of them
+        rather than calls per node (no upstream counterpart). A node left out is not known
+        to be gone: the caller asks `instance_metadata` about it alone."""
+        ...
+
 
 class LoadBalancers(Protocol):
     """Upstream `LoadBalancer`. Every call is idempotent and safe to repeat after a crash."""

@@ -8,6 +8,7 @@ import pytest
 
 from pyccm.provider.errors import AmbiguousInstance, InstanceNotFound, InvalidProviderId
 from pyccm.provider.interface import Instances
+from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.sim.scenario import seed_node
 from tests.support.nodes import node
@@ -22,6 +23,16 @@ def instances_of(make_cloud: MakeCloud, extra: str = "", **options: Any) -> Inst
 
 def server_id(sim: OpenStackSimHandle, name: str) -> str:
     return next(str(s["id"]) for s in sim.resources("server") if s["name"] == name)
+
+
+def resource_calls(sim: OpenStackSimHandle, mark: Seq) -> list[tuple[str, str]]:
+    """Nova and Neutron calls since `mark` (method, path), Keystone and version discovery
+    (a service's root) apart."""
+    return [
+        (c.method, path)
+        for c in sim.calls(since=mark)
+        if c.service != "identity" and (path := c.path.split("?")[0]).rstrip("/").count("/") > 2
+    ]
 
 
 def test_metadata_by_name_carries_provider_id_type_zone_region_and_addresses(
@@ -296,3 +307,56 @@ def test_no_nodes_no_listing(sim: OpenStackSimHandle, make_cloud: MakeCloud) -> 
 
     assert instances.instance_listing(nodes=[]).found == frozenset()
     assert sim.calls(since=mark) == []
+
+
+# --- metadata of many nodes at once ------------------------------------------------------------
+
+MANY = 120
+FLAVOR = 3  # the seeded servers' flavor (m1.medium)
+
+
+@pytest.mark.parametrize("microversion", ["2.1", "2.47"])
+@pytest.mark.parametrize("networking", ["", "[Networking]\npublic-network-name = private\n"])
+def test_metadata_of_many_nodes_is_each_nodes_own_from_a_listing_and_a_port_call_per_50(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud, networking: str, microversion: str
+) -> None:
+    for index in range(4, MANY):
+        sim.add_server(index)
+    sim.set_knobs(nova_max_microversion=microversion)
+    instances = instances_of(make_cloud, networking)
+    nodes = [node(f"node-{i:04d}") for i in range(MANY - 1)]
+    nodes.append(node("renamed", provider_id=f"openstack:///{server_id(sim, 'node-0119')}"))
+
+    mark = sim.mark()
+    many = instances.instances_metadata(nodes=nodes)
+
+    # One page of servers, the flavor's name once (inside the servers from Nova 2.47 on),
+    # ports of 50 servers a call; alone, each node costs a server lookup and a port list.
+    flavor = [] if microversion == "2.47" else [("GET", f"/compute/v2.1/flavors/{FLAVOR}")]
+    assert sorted(resource_calls(sim, mark)) == sorted(
+        [("GET", "/compute/v2.1/servers/detail"), *flavor, *[("GET", "/network/v2.0/ports")] * 3]
+    )
+    assert set(many) == {n.name for n in nodes}
+    mark = sim.mark()
+    assert all(many[n.name] == instances.instance_metadata(node=n) for n in nodes)
+    assert len(resource_calls(sim, mark)) == 2 * MANY
+
+
+def test_metadata_of_many_nodes_leaves_out_what_the_listing_cannot_tell(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    instances = instances_of(make_cloud)
+    create_server(sim, "node-0001")  # a second server with that name
+    sim.delete_server("node-0003")
+    nodes = [
+        node("node-0000"),
+        node("node-0001"),  # ambiguous: its own lookup says AmbiguousInstance
+        node("node-0003"),  # gone: its own lookup says InstanceNotFound
+        node("elsewhere", provider_id=f"openstack://RegionTwo/{server_id(sim, 'node-0002')}"),
+        node("odd", provider_id="aws:///i-123"),
+    ]
+
+    many = instances.instances_metadata(nodes=nodes)
+
+    assert set(many) == {"node-0000"}
+    assert instances.instances_metadata(nodes=[]) == {}

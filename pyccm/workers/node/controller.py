@@ -1,6 +1,7 @@
 """cloud-node: upstream §1.1, with a Warning event that says why a node stays uninitialized.
 
-Keys: a node's name runs the initialization path (or, for an initialized node, the
+Initialization asks the cloud about the nodes waiting for it together (batch.py). Keys: a
+node's name runs the initialization path (or, for an initialized node, the
 cheap beta → GA label reconcile with no cloud call); `addresses/<name>` runs the periodic
 address refresh, which the status loop enqueues for every initialized node each
 `--node-status-update-frequency`, so the refresh shares the sync threads and the
@@ -28,6 +29,7 @@ from pyccm.workers.node.addresses import (
     filter_by_provided_ips,
     with_hostname,
 )
+from pyccm.workers.node.batch import MetadataBatch
 from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
 from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
@@ -80,6 +82,10 @@ class NodeController:
         self._settings = settings
         self._warned: dict[str, tuple[str, float]] = {}
         self._warned_lock = threading.Lock()
+        self._batch = MetadataBatch(instances=instances, waiting=self._uninitialized)
+
+    def _uninitialized(self) -> list[Node]:
+        return [n for n in self._replica.nodes() if n.has_taint(UNINITIALIZED_TAINT)]
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return default_controller_rate_limiter()
@@ -121,7 +127,7 @@ class NodeController:
 
     def _initialize(self, node: Node) -> tuple[Action, ...]:
         try:
-            metadata = self._instances.instance_metadata(node=node)
+            metadata = self._batch.metadata(node)
             return (*initialize(node, metadata), self._synced_event(node))
         except (ProviderError, ProvidedNodeIpMismatch, MissingProviderId) as error:
             warning = self._warning(node, error)

@@ -1,0 +1,99 @@
+"""Initializing many nodes at once against the simulated Nova and Neutron: the cloud calls
+per node, counted in the simulator's call log (upstream: a server lookup and a port list per
+node, and a flavor GET), and the same patches as each node's own lookup gives."""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from pyccm.protocol.messages import Action, PatchNode, RecordEvent, Topic
+from pyccm.protocol.views import Node, Taint
+from pyccm.sim.openstack.calllog import Seq
+from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.workers.node.controller import (
+    UNINITIALIZED_TAINT,
+    NodeController,
+    NodeSettings,
+    initialize,
+)
+from pyccm.workers.runtime.controller import SyncFailed
+from pyccm.workers.runtime.replica import Replica
+from tests.provider.test_instances_against_the_simulator import resource_calls
+from tests.support.nodes import node
+from tests.support.openstack import SMALL_SEED, MakeCloud
+
+NODES = 300
+THREADS = 20
+MISSING = "node-0300"  # a kubelet registered it, but it has no server
+UNINITIALIZED = Taint(key=UNINITIALIZED_TAINT, value="true", effect="NoSchedule")
+
+
+@pytest.fixture
+def openstack_seed() -> dict[str, Any]:
+    return SMALL_SEED
+
+
+def uninitialized(name: str) -> Node:
+    return node(name, 1, taints=(UNINITIALIZED,), addresses=(("Hostname", name),))
+
+
+def calls_by_path(sim: OpenStackSimHandle, mark: Seq) -> Counter[str]:
+    """Nova and Neutron calls since `mark`, Keystone and version discovery apart."""
+    return Counter(f"{method} {path}" for method, path in resource_calls(sim, mark))
+
+
+def sync_all(controller: NodeController, names: list[str]) -> dict[str, Any]:
+    """Every key synced once from `THREADS` threads, as the worker's sync threads do."""
+
+    def sync(name: str) -> tuple[Action, ...] | SyncFailed:
+        try:
+            return controller.sync(name)
+        except SyncFailed as failed:
+            return failed
+
+    with ThreadPoolExecutor(THREADS) as threads:
+        return dict(zip(names, threads.map(sync, names), strict=True))
+
+
+def test_three_hundred_nodes_take_a_handful_of_calls_not_two_each(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    for index in range(4, NODES):
+        sim.add_server(index)
+    replica = Replica()
+    names = [f"node-{i:04d}" for i in range(NODES)] + [MISSING]
+    for name in names:
+        replica.apply(Topic.NODE, name, uninitialized(name))
+    instances = make_cloud().cloud.instances()
+    assert instances is not None
+    controller = NodeController(replica=replica, instances=instances, settings=NodeSettings())
+
+    mark = sim.mark()
+    results = sync_all(controller, names)
+    calls = calls_by_path(sim, mark)
+
+    # One page of servers, the flavor's name once (Nova before 2.47), ports 50 servers a
+    # call, and one lookup by name for the node the listing lacks: 9 calls for 301 nodes,
+    # where each node's own lookups cost 2.
+    assert calls == {
+        "GET /compute/v2.1/servers/detail": 2,
+        "GET /compute/v2.1/flavors/3": 1,
+        "GET /network/v2.0/ports": NODES // 50,
+    }
+    # Each node initialized as its own lookup would have it; the one without a server
+    # gets its Warning from its own lookup.
+    missing = results.pop(MISSING)
+    assert isinstance(missing, SyncFailed)
+    (warning,) = missing.actions
+    assert isinstance(warning, RecordEvent)
+    assert warning.reason == "FailedToInitializeNode"
+    assert "no server found" in warning.message
+    for name in ("node-0000", "node-0150", "node-0299"):
+        alone = instances.instance_metadata(node=replica.node(name) or uninitialized(name))
+        expected = initialize(uninitialized(name), alone)
+        assert results[name][: len(expected)] == expected
+    assert all(isinstance(done[0], PatchNode) and done[0].provider_id for done in results.values())
