@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from pyccm.flags.addresses import (
     add_advertise_flag,
@@ -19,9 +20,13 @@ from pyccm.flags.load_balancer_class import (
     load_balancer_classes,
 )
 from pyccm.logs import add_log_format_flag, configure
-from pyccm.manager.access import AccessSettings
-from pyccm.manager.serving import ServingSettings
 from pyccm.protocol.controllers import parse_controllers
+
+if TYPE_CHECKING:
+    # Imported where used: they load the API client and cryptography, which every other
+    # `pyccm` command (a worker, say) would otherwise carry (docs/architecture.md#lean-imports).
+    from pyccm.manager.access import AccessSettings
+    from pyccm.manager.serving import ServingSettings
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -176,6 +181,9 @@ def _names(text: str) -> tuple[str, ...]:
 
 def serving_settings(args: argparse.Namespace) -> tuple[ServingSettings, AccessSettings]:
     """The serving and access settings from the flags; ValueError names a bad flag."""
+    from pyccm.manager.access import AccessSettings
+    from pyccm.manager.serving import ServingSettings
+
     serving = ServingSettings(
         bind_address=args.bind_address,
         port=args.secure_port,

@@ -1,0 +1,53 @@
+"""Which process may never load which package (docs/architecture.md#lean-imports).
+
+Each case imports, in a fresh interpreter, the modules one kind of process runs (the `pyccm`
+entry point, its app and, for a worker, the OpenStack provider's modules) and lists the
+packages in `sys.modules` that it must not carry: each one is megabytes in every process of
+that kind (`python -m bench.tree_memory`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+WORKER = (
+    "pyccm.cli",
+    "pyccm.workers.app",
+    "pyccm.provider.openstack",
+    "pyccm.provider.openstack.cloud",
+    "pyccm.provider.openstack.connection",
+    "pyccm.provider.openstack.loadbalancer",
+    "pyccm.provider.openstack.routes",
+    "pyccm.provider.openstack.instances",
+    *(f"pyccm.workers.{name}.controller" for name in ("node", "lifecycle", "service", "route")),
+)
+MANAGER = ("pyccm.cli", "pyccm.manager.app", "pyccm.manager.http")
+
+CASES = {
+    # openstacksdk reads clouds.yaml only; cryptography serves the manager's TLS.
+    "worker": (WORKER, {"openstack", "cryptography", "kubernetes"}),
+    "manager": (MANAGER, {"openstack", "keystoneauth1", "requests"}),
+}
+
+
+def loaded_packages(modules: tuple[str, ...]) -> set[str]:
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {list(modules)!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_a_process_does_not_load_what_it_does_not_run(kind: str) -> None:
+    modules, forbidden = CASES[kind]
+
+    assert loaded_packages(modules) & forbidden == set()
