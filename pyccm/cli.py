@@ -1,7 +1,7 @@
 """The `pyccm` command line: one entry point, one sub-command per process kind.
 
 Each part of the tree registers its own sub-command from a light module (argparse only),
-and imports its heavy dependencies (aiohttp, openstacksdk, kubernetes, zmq) inside the
+and imports its heavy dependencies (aiohttp, openstacksdk, zmq) inside the
 command's run function, so `pyccm --help` answers at once.
 """
 
@@ -35,12 +35,13 @@ Start here:
 """
 
 
-# The distributions whose versions explain a bug report: the cloud and Kubernetes clients,
-# the bus (pyzmq, and libzmq below it), the wire format, the metrics and the supervisor.
+# The distributions whose versions explain a bug report: the cloud client, the HTTP stack
+# (the Kubernetes API's and the cloud's), the bus (pyzmq, and libzmq below it), the wire
+# format, the metrics and the supervisor.
 LIBRARIES = (
     "openstacksdk",
     "keystoneauth1",
-    "kubernetes",
+    "urllib3",
     "pyzmq",
     "msgspec",
     "prometheus-client",

@@ -117,14 +117,14 @@ class Row:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyccm.kubeapi.errors import KubeError
+    from pyccm.kubeapi.errors import KubeConfigError, KubeError
     from pyccm.logs import configure
     from pyccm.provider.errors import ConfigError, ProviderError
 
     configure(process="gc", log_format=args.log_format)
     try:
         return _run(args, out=sys.stdout)
-    except ConfigError as error:
+    except (ConfigError, KubeConfigError) as error:
         print(f"pyccm gc: {error}", file=sys.stderr)
         return 2
     except (ProviderError, KubeError) as error:

@@ -73,14 +73,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyccm.kubeapi.errors import KubeError
+    from pyccm.kubeapi.errors import KubeConfigError, KubeError
     from pyccm.logs import configure
     from pyccm.provider.errors import ConfigError, ProviderError
 
     configure(process="plan", log_format=args.log_format)
     try:
         plan = _plan(args)
-    except ConfigError as error:
+    except (ConfigError, KubeConfigError) as error:
         print(f"pyccm plan: {error}", file=sys.stderr)
         return 2
     except (ProviderError, KubeError) as error:

@@ -1,23 +1,32 @@
 """One Kubernetes API client per process: configuration, QPS limit, raw requests.
 
-Configuration and authentication (kubeconfig or in-cluster, bearer token, client
-certificates, exec plugins) come from the `kubernetes` package; requests go out through its
-REST layer without its models, and answers come back as bytes for msgspec to decode. Every
-request first takes a token from one bucket (`--kube-api-qps`/`--kube-api-burst`, 20/30 as
-upstream's CCM), so no burst of writes can overload the API server.
+Configuration and authentication (a kubeconfig or in-cluster: bearer tokens, token files,
+client certificates, exec plugins) come from `pyccm.kubeapi.config`; requests go out
+through urllib3, one connection pool per client certificate, and answers come back as
+bytes for msgspec to decode. Every request first takes a token from one bucket
+(`--kube-api-qps`/`--kube-api-burst`, 20/30 as upstream's CCM), so no burst of writes can
+overload the API server.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import ssl
 import threading
 import time
+import urllib.parse
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import urllib3
 
+from pyccm import __version__
+from pyccm.kubeapi.config import Endpoint, load, ssl_context
+from pyccm.kubeapi.credentials import ClientCertificate, Identity
 from pyccm.kubeapi.errors import Unavailable, from_response
 
 log = logging.getLogger(__name__)
@@ -26,6 +35,10 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+USER_AGENT = f"pyccm/{__version__}"
+# Connections kept per pool: the writer's 8 threads, two watches, the elector and the
+# cluster id can all be in flight at once; more are opened when needed and not kept.
+POOL_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -36,8 +49,14 @@ class KubeSettings:
     # the CCM's writes are few and its lists large.
     qps: float = 20.0
     burst: int = 30
-    # A request that takes longer than this has failed; watches set their own.
+    # A request that takes longer than this has failed; watches set their own. An exec
+    # credential plugin gets as long.
     request_timeout: float = 30.0
+    # Where the kubelet mounts a pod's service account (token, ca.crt), for in-cluster.
+    service_account_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
+    # A token file (in-cluster, or a kubeconfig's tokenFile) is re-read this often, as
+    # client-go does: the kubelet rotates a bound token well before it expires.
+    token_file_period: float = 60.0
 
 
 class TokenBucket:
@@ -63,24 +82,41 @@ class TokenBucket:
         return wait
 
 
-class KubeClient:
-    def __init__(self, *, settings: KubeSettings) -> None:
-        from kubernetes import client, config
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    url: str
+    headers: dict[str, str]
+    payload: bytes | None
+    timeout: float
 
-        configuration = client.Configuration()
-        if settings.kubeconfig:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=settings.kubeconfig, client_configuration=configuration
-            )
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        self._api = client.ApiClient(configuration)
+
+class KubeClient:
+    """Raises `KubeConfigError` (one line, exit 2 in the commands) for a configuration it
+    cannot use; exec plugins run on the first request, not here."""
+
+    def __init__(self, *, settings: KubeSettings) -> None:
+        config = load(
+            kubeconfig=settings.kubeconfig,
+            service_account_dir=settings.service_account_dir,
+            token_file_period=settings.token_file_period,
+            exec_timeout=settings.request_timeout,
+        )
+        self._endpoint = config.endpoint
+        self._credentials = config.credentials
         self._settings = settings
         self._bucket = TokenBucket(qps=settings.qps, burst=settings.burst)
-        self.host: str = configuration.host
+        self._pools: dict[ClientCertificate | None, urllib3.PoolManager] = {}
+        self._pools_lock = threading.Lock()
+        self.host: str = config.endpoint.server
+        if config.endpoint.insecure and self.host.startswith("https:"):
+            _allow_unverified(self.host)
 
     def close(self) -> None:
-        self._api.close()  # type: ignore[no-untyped-call]
+        with self._pools_lock:
+            for pool in self._pools.values():
+                pool.clear()
+            self._pools.clear()
 
     def request(
         self,
@@ -113,28 +149,24 @@ class KubeClient:
     ) -> urllib3.BaseHTTPResponse:
         """Like `request` but returns the open response, for watch streams."""
         self._bucket.take()
-        headers = {"Accept": JSON, "Content-Type": content_type}
-        method, url, headers, body, _ = self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        try:
-            answer = self._api.call_api(
-                method,
-                url,
-                header_params=headers,
-                body=body,
-                _request_timeout=timeout or self._settings.request_timeout,
-            )
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise Unavailable(f"{method} {path}: {type(error).__name__}") from error
-        except Exception as error:  # the client wraps TLS errors in its ApiException
-            raise Unavailable(f"{method} {path}: {error}") from error
-        response: urllib3.BaseHTTPResponse = answer.response
+        url = self.host + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+        payload = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            payload = body if isinstance(body, bytes) else msgspec.json.encode(body)
+        seconds = timeout or self._settings.request_timeout
+        request = _Request(method, url, headers, payload, seconds)
+        identity = self._credentials.current()
+        response = self._send(identity, request)
+        if response.status == 401:
+            # A credential revoked or rotated early: a refreshable one (an exec plugin, a
+            # token file) is renewed, and the request goes once more with it.
+            fresh = self._credentials.refresh(identity)
+            if fresh != identity:
+                response.drain_conn()
+                response.release_conn()
+                response = self._send(fresh, request)
         if not 200 <= response.status < 300:
             try:
                 raise from_response(
@@ -143,3 +175,65 @@ class KubeClient:
             finally:
                 response.release_conn()
         return response
+
+    def _send(self, identity: Identity, request: _Request) -> urllib3.BaseHTTPResponse:
+        headers = request.headers
+        if identity.authorization:
+            headers = {**headers, "Authorization": identity.authorization}
+        try:
+            return self._pool(identity.certificate).request(
+                request.method,
+                request.url,
+                body=request.payload,
+                headers=headers,
+                timeout=urllib3.Timeout(total=request.timeout),
+                preload_content=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            path = urllib.parse.urlsplit(request.url).path
+            raise Unavailable(f"{request.method} {path}: {_failure(error)}") from error
+
+    def _pool(self, certificate: ClientCertificate | None) -> urllib3.PoolManager:
+        """The pool of connections presenting `certificate`; a new certificate (an exec
+        plugin's, renewed) gets a new pool and the previous one is closed."""
+        with self._pools_lock:
+            pool = self._pools.get(certificate)
+            if pool is None:
+                for old in self._pools.values():
+                    old.clear()
+                self._pools.clear()
+                pool = self._pools[certificate] = _pool_manager(self._endpoint, certificate)
+            return pool
+
+
+def _pool_manager(endpoint: Endpoint, certificate: ClientCertificate | None) -> urllib3.PoolManager:
+    if not endpoint.server.startswith("https:"):
+        return urllib3.PoolManager(maxsize=POOL_SIZE)
+    options: dict[str, Any] = {
+        "ssl_context": ssl_context(endpoint, certificate),
+        "cert_reqs": ssl.CERT_NONE if endpoint.insecure else ssl.CERT_REQUIRED,
+    }
+    if endpoint.tls_server_name:
+        options["server_hostname"] = endpoint.tls_server_name
+    return urllib3.PoolManager(maxsize=POOL_SIZE, **options)
+
+
+def _allow_unverified(server: str) -> None:
+    """insecure-skip-tls-verify: said once here rather than warned on every request."""
+    host = urllib.parse.urlsplit(server).hostname or ""
+    log.warning("insecure-skip-tls-verify: the certificate of %s is not verified", server)
+    warnings.filterwarnings(
+        "ignore",
+        message=f"Unverified HTTPS request is being made to host '{re.escape(host)}'",
+        category=urllib3.exceptions.InsecureRequestWarning,
+    )
+
+
+def _failure(error: Exception) -> str:
+    """What went wrong, in a few words: urllib3 wraps the cause after its retries."""
+    cause = error
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        cause = error.reason
+    if isinstance(cause, urllib3.exceptions.SSLError | ssl.SSLError):
+        return f"TLS: {cause}"
+    return type(cause).__name__

@@ -72,6 +72,12 @@ class Unavailable(KubeError):
     retryable = True
 
 
+class KubeConfigError(ValueError):
+    """A kubeconfig or an in-cluster setup pyccm cannot use (pyccm.kubeapi.config): one
+    line naming the file and the field, never a secret. Not a `KubeError`: no request was
+    made. The commands print it and exit 2 (a ValueError, as their other bad settings)."""
+
+
 class _Status(msgspec.Struct):
     message: str = ""
     reason: str = ""

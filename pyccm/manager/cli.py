@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         manager = Manager(settings=settings)
-    except ValueError as error:  # a serving certificate or key that does not load
+    except ValueError as error:  # a kubeconfig, a serving certificate or key, unusable
         print(f"pyccm manager: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # the secure port is taken, or the address is not ours

@@ -23,6 +23,7 @@ from types import FrameType
 from prometheus_client import Gauge
 
 from pyccm.flags.addresses import client_curve, resolve
+from pyccm.kubeapi.errors import KubeConfigError
 from pyccm.logs import configure
 from pyccm.protocol.controllers import canonical
 from pyccm.protocol.messages import SessionId
@@ -70,9 +71,13 @@ def main(args: argparse.Namespace) -> int:
         log.error("the %s controller is disabled: %s", name, disabled)
         DISABLED.labels(controller=name).set(1)
         controller, threads = DisabledController(plan.worker), 0
-    transport = _transport(
-        args, bus=bus, view=name, plan=plan, controller=controller, replica=replica
-    )
+    try:
+        transport = _transport(
+            args, bus=bus, view=name, plan=plan, controller=controller, replica=replica
+        )
+    except KubeConfigError as error:  # standalone: its kubeconfig (or in-cluster setup)
+        print(f"pyccm worker {name}: {error}", file=sys.stderr)
+        return 2
     runner = Runner(
         controller=controller,
         replica=replica,

@@ -17,7 +17,7 @@ from pyccm.cli import LIBRARIES
 EXPECTED = (
     "openstacksdk",
     "keystoneauth1",
-    "kubernetes",
+    "urllib3",
     "pyzmq",
     "msgspec",
     "prometheus-client",
