@@ -1,6 +1,7 @@
-"""Initializing many nodes at once against the simulated Nova and Neutron: the cloud calls
-per node, counted in the simulator's call log (upstream: a server lookup and a port list per
-node, and a flavor GET), and the same patches as each node's own lookup gives."""
+"""Initializing (and refreshing the addresses of) many nodes at once against the simulated
+Nova and Neutron: the cloud calls per node, counted in the simulator's call log (upstream:
+a server lookup and a port list per node, and a flavor GET), and the same patches as each
+node's own lookup gives."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from pyccm.protocol.messages import Action, PatchNode, RecordEvent, Topic
+from pyccm.protocol.messages import Action, PatchNode, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, Taint
 from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm.sim.scenario import seed_node
 from pyccm.workers.node.controller import (
     UNINITIALIZED_TAINT,
     NodeController,
@@ -97,3 +99,37 @@ def test_three_hundred_nodes_take_a_handful_of_calls_not_two_each(
         expected = initialize(uninitialized(name), alone)
         assert results[name][: len(expected)] == expected
     assert all(isinstance(done[0], PatchNode) and done[0].provider_id for done in results.values())
+
+
+def test_the_address_refresh_of_three_hundred_nodes_takes_a_handful_of_calls(
+    sim: OpenStackSimHandle, make_cloud: MakeCloud
+) -> None:
+    for index in range(4, NODES):
+        sim.add_server(index)
+    servers = {str(s["name"]): str(s["id"]) for s in sim.resources("server")}
+    replica = Replica()
+    for name, server in servers.items():
+        # Initialized, with an address the cloud no longer gives it.
+        stale = node(name, 1, f"openstack:///{server}", addresses=(("InternalIP", "192.0.2.1"),))
+        replica.apply(Topic.NODE, name, stale)
+    instances = make_cloud().cloud.instances()
+    assert instances is not None
+    controller = NodeController(replica=replica, instances=instances, settings=NodeSettings())
+    keys: list[str] = []
+    (refresh,) = controller.periodics(keys.append)
+
+    mark = sim.mark()
+    refresh.run()
+    results = sync_all(controller, keys)
+
+    assert calls_by_path(sim, mark) == {
+        "GET /compute/v2.1/servers/detail": 1,
+        "GET /compute/v2.1/flavors/3": 1,
+        "GET /network/v2.0/ports": NODES // 50,
+    }
+    assert len(results) == NODES
+    for key, done in results.items():
+        (status,) = done
+        assert isinstance(status, PatchNodeStatus)
+        assert status.addresses is not None
+        assert status.addresses[0].address == seed_node(int(key[-4:])).internal_ip

@@ -1,11 +1,11 @@
 """cloud-node: upstream §1.1, with a Warning event that says why a node stays uninitialized.
 
-Initialization asks the cloud about the nodes waiting for it together (batch.py). Keys: a
-node's name runs the initialization path (or, for an initialized node, the
-cheap beta → GA label reconcile with no cloud call); `addresses/<name>` runs the periodic
-address refresh, which the status loop enqueues for every initialized node each
-`--node-status-update-frequency`, so the refresh shares the sync threads and the
-queue's one-sync-per-key rule with initialization.
+Initialization and the address refresh ask the cloud about many nodes at once (batch.py).
+Keys: a node's name runs the initialization path (or, for an initialized node, the cheap
+beta → GA label reconcile with no cloud call); `addresses/<name>` runs the periodic address
+refresh, which the status loop enqueues for every initialized node each
+`--node-status-update-frequency`, so the refresh shares the sync threads and the queue's
+one-sync-per-key rule with initialization.
 """
 
 from __future__ import annotations
@@ -96,11 +96,15 @@ class NodeController:
         # Upstream enqueues on every add and update; deletes need nothing.
         return (key,) if new is not None else ()
 
+    def _initialized(self) -> list[Node]:
+        return [n for n in self._replica.nodes() if not n.has_taint(UNINITIALIZED_TAINT)]
+
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
         def refresh() -> None:
-            for node in self._replica.nodes():
-                if not node.has_taint(UNINITIALIZED_TAINT):
-                    enqueue(ADDRESSES + node.name)
+            # One batch of lookups for every node; each sync then takes its answer.
+            self._batch.ask(self._initialized)
+            for node in self._initialized():
+                enqueue(ADDRESSES + node.name)
 
         # A reloaded `[Networking]` changes which addresses a node gets: refresh them now.
         return [
@@ -168,7 +172,7 @@ class NodeController:
 
     def _refresh_addresses(self, node: Node) -> tuple[Action, ...]:
         try:
-            metadata = self._instances.instance_metadata(node=node)
+            metadata = self._batch.take(node) or self._instances.instance_metadata(node=node)
         except ProviderError:
             # Upstream logs and skips the node until the next period.
             return ()
