@@ -13,12 +13,16 @@ every call after `--latency-ms` and keeps Octavia objects PENDING for
 2. **cold start**: the tree is stopped and started again → every worker synced (bus lag
    0, queues idle) and every LB verified; cloud calls by operation, and the writes (cloud
    and kube, Lease renewals apart) that a restart should not make;
-3. **RSS** of each process of the tree (supervisord, manager, every worker) once it is
-   synced, and the peak seen during the run;
+3. **memory** of each process of the tree (supervisord, manager, every worker) once it is
+   synced: RSS, and PSS from /proc/<pid>/smaps_rollup (bench.tree_memory's reader; PSS
+   splits shared pages between the processes that map them, so only its sum is the tree's
+   footprint); the peaks sampled every second, PSS's also while converging;
 4. **node churn**: `--churn` nodes join (servers added, Nodes registered) and as many
    leave (Nodes and servers deleted) at once → members converge on every LB; member-update
    calls per pool, then the correctness checks: every pool holds exactly the eligible
    nodes, no LB or floating IP was created twice, nothing leaked, routes match the nodes;
+   then **node sync**: clusterloader2's LoadBalancerNodeSyncLatency (below), and members
+   converged again;
 5. **kubelet churn**: every node's status heartbeat every `--heartbeat-period` s for
    `--kubelet-seconds`, sent as kubelets send it (a strategic-merge PATCH of
    `nodes/<name>/status` bumping the conditions' lastHeartbeatTime, over HTTP) → CPU of
@@ -29,6 +33,17 @@ every call after `--latency-ms` and keeps Octavia objects PENDING for
    the tree's node and lifecycle workers stopped, upstream's algorithm in this process on
    the same simulator (one monitor pass: InstanceExists then InstanceShutdown, a GET each,
    per NotReady node, one node at a time) as a same-run baseline.
+
+The field's own measures, as kubernetes/perf-tests' clusterloader2 `l4lb` test defines
+them (shared/reference/upstream-metrics.md), p50 / p90 / p99 (nearest rank) over the LB
+Services: **ServiceCreationLatency**, a LoadBalancer Service created → its
+`status.loadBalancer.ingress` set, here in phase 1 (the Services exist before the tree
+starts, so each one's clock starts with the tree; seen by phase 1's polls, `--poll`
+apart); **LoadBalancerNodeSyncLatency**, a node's
+`node.kubernetes.io/exclude-from-external-load-balancers` label toggled → every LB Service
+has an `UpdatedLoadBalancer` Event newer than the change (its count or lastTimestamp moved;
+polled every 0.25 s), `--node-sync-toggles` times (label added, removed, ...), each
+toggle's Services pooled.
 
 A second, fresh world measures **SIGTERM**: while the tree converges, each worker is sent
 SIGTERM in turn (several rounds; supervisord restarts it) and timed until it has exited.
@@ -42,6 +57,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import math
 import os
 import shutil
 import signal
@@ -85,7 +101,7 @@ from pyccm.demo import (
     process_tree,
     simulators,
 )
-from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.logs import parse_time
 from pyccm.protocol.views import Node, Service
 from pyccm.workers.service.policy import is_backend
@@ -109,6 +125,9 @@ STOP_LIMIT = 30.0
 # during its imports would time nothing but the interpreter's default handler.
 SETTLED = 5.0
 CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+# How often the node-sync phase lists the UpdatedLoadBalancer Events.
+EVENT_POLL = 0.25
 Sample = tuple[str, dict[str, str], float]
 
 
@@ -127,6 +146,8 @@ class Settings:
     node_syncs: int
     service_syncs: int
     monitor_period: float
+    # Times the node-sync phase toggles a node's exclude-from-external-load-balancers label.
+    node_sync_toggles: int
     # The cloud's oslo.middleware body limit; None: the simulator's default (the services').
     max_body: int | None
     # How often the phases poll the APIs: cheap at 500 nodes, a real load at 5,000.
@@ -176,18 +197,38 @@ def rss_mb(processes: dict[str, int]) -> dict[str, float]:
     return sizes
 
 
+def pss_mb(processes: dict[str, int]) -> dict[str, float]:
+    """PSS of each process (its smaps_rollup, read by bench.tree_memory), MB."""
+    # Imported here: bench.tree_memory imports this module.
+    from bench.tree_memory import memory_of
+
+    sizes: dict[str, float] = {}
+    for role, pid in processes.items():
+        held = memory_of(pid)
+        if held is not None:
+            sizes[role] = held.pss / 1024
+    return sizes
+
+
 @dataclass
 class Peaks:
-    """The largest RSS seen per process, sampled on a thread every second."""
+    """The largest RSS and PSS seen per process, and of the tree, sampled every second."""
 
     rss_mb: dict[str, float] = field(default_factory=dict)
     tree_mb: float = 0.0
+    pss_mb: dict[str, float] = field(default_factory=dict)
+    tree_pss_mb: float = 0.0
 
     def sample(self, world: World) -> None:
-        tree = rss_mb(tree_processes(world))
+        processes = tree_processes(world)
+        tree = rss_mb(processes)
         for role, size in {**tree, **rss_mb(simulator_processes(world))}.items():
             self.rss_mb[role] = max(self.rss_mb.get(role, 0.0), size)
         self.tree_mb = max(self.tree_mb, sum(tree.values()))
+        proportional = pss_mb(processes)
+        for role, size in proportional.items():
+            self.pss_mb[role] = max(self.pss_mb.get(role, 0.0), size)
+        self.tree_pss_mb = max(self.tree_pss_mb, sum(proportional.values()))
 
 
 @contextmanager
@@ -345,6 +386,8 @@ class Progress:
     network_ready: int = 0
     # Members created and deleted since churn began, and how many it needs (0 outside churn).
     turnover: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # The LB Services (namespace/name) with an ingress.
+    ingress_keys: frozenset[str] = frozenset()
 
     def done(self) -> bool:
         created, deleted, to_create, to_delete = self.turnover
@@ -399,6 +442,7 @@ def observe(
         routes_wanted=len(wanted_routes),
         network_ready=sum(1 for n in nodes if network_ready(n)),
         turnover=churned,
+        ingress_keys=frozenset(s.key for s in services if s.status.load_balancer.ingress),
     )
 
 
@@ -436,6 +480,34 @@ def finished(timeline: list[Progress]) -> float:
 
 def first_time(timeline: list[Progress], reached: Callable[[Progress], bool]) -> float:
     return next((p.seconds for p in timeline if reached(p)), float("inf"))
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The nearest-rank percentile (`share` in 0..100), as clusterloader2 reports them;
+    infinity for none."""
+    if not values:
+        return float("inf")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(len(ordered) * share / 100) - 1)]
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """One of clusterloader2's latency measures: seconds per sample, and the samples that
+    never arrived."""
+
+    seconds: tuple[float, ...]
+    missing: int = 0
+
+    def p(self, share: float) -> float:
+        return percentile(self.seconds, share) if not self.missing else float("inf")
+
+    def count(self) -> int:
+        return len(self.seconds) + self.missing
+
+    def text(self) -> str:
+        shown = ", ".join(f"p{q} {self.p(q):.1f}" for q in (50, 90, 99))
+        return shown + (f" (**{self.missing} never**)" if self.missing else "")
 
 
 class BenchFailed(Exception):
@@ -709,6 +781,20 @@ class Converged:
     add_extraroutes: int
     calls: Counter[str]
     cpu: dict[str, float]
+    # ServiceCreationLatency: each LB Service's ingress, from the tree's start.
+    creation: Latencies
+    # The tree's largest PSS and RSS (MB) sampled while it converged.
+    peak_pss_mb: float
+    peak_rss_mb: float
+
+
+def creation_latencies(timeline: list[Progress]) -> Latencies:
+    """Seconds from the tree's start to the first poll showing each LB Service's ingress."""
+    first: dict[str, float] = {}
+    for progress in timeline:
+        for key in progress.ingress_keys - first.keys():
+            first[key] = progress.seconds
+    return Latencies(seconds=tuple(first.values()), missing=timeline[-1].lbs - len(first))
 
 
 def converge(bench: Bench, started: TreeStart) -> Converged:
@@ -733,6 +819,9 @@ def converge(bench: Bench, started: TreeStart) -> Converged:
         add_extraroutes=calls_to(calls, "/add_extraroutes"),
         calls=operations(calls),
         cpu=cpu,
+        creation=creation_latencies(timeline),
+        peak_pss_mb=bench.peaks.tree_pss_mb,
+        peak_rss_mb=bench.peaks.tree_mb,
     )
 
 
@@ -796,20 +885,27 @@ def cold_start(bench: Bench, started: TreeStart, *, cloud_mark: int, kube_mark: 
 
 @dataclass(frozen=True)
 class Memory:
-    tree_mb: dict[str, float]
+    tree_mb: dict[str, float]  # RSS
     simulators_mb: dict[str, float]
     peaks: Peaks
+    tree_pss_mb: dict[str, float] = field(default_factory=dict)
 
     @property
     def tree_total(self) -> float:
         return sum(self.tree_mb.values())
 
+    @property
+    def tree_pss_total(self) -> float:
+        return sum(self.tree_pss_mb.values())
+
 
 def memory(bench: Bench) -> Memory:
+    processes = tree_processes(bench.world)
     return Memory(
-        tree_mb=rss_mb(tree_processes(bench.world)),
+        tree_mb=rss_mb(processes),
         simulators_mb=rss_mb(simulator_processes(bench.world)),
         peaks=bench.peaks,
+        tree_pss_mb=pss_mb(processes),
     )
 
 
@@ -928,6 +1024,100 @@ def correctness(bench: Bench, *, left: set[str]) -> dict[str, str]:
 
 def _equal(seen: object, wanted: object, what: str) -> str:
     return "ok" if seen == wanted else f"{what}: {seen!r}, expected {wanted!r}"
+
+
+# --- phase 4b: node sync (clusterloader2's LoadBalancerNodeSyncLatency) ----------------------
+
+
+@dataclass(frozen=True)
+class Toggle:
+    node: str
+    excluded: bool  # the label added (True) or removed
+    latencies: Latencies  # per LB Service: the change → its UpdatedLoadBalancer Event
+
+
+@dataclass(frozen=True)
+class NodeSync:
+    toggles: list[Toggle]
+    converged: float  # seconds after the last toggle until every pool was exact again
+
+    @property
+    def latencies(self) -> Latencies:
+        return Latencies(
+            seconds=tuple(s for t in self.toggles for s in t.latencies.seconds),
+            missing=sum(t.latencies.missing for t in self.toggles),
+        )
+
+
+def updated_events(kube: KubeView) -> dict[str, frozenset[tuple[str, int, str]]]:
+    """Each Service's `UpdatedLoadBalancer` Events: (name, count, lastTimestamp)."""
+    query = urllib.parse.urlencode({"fieldSelector": "reason=UpdatedLoadBalancer"})
+    listed = json.loads(kube.client.request("GET", f"/api/v1/events?{query}"))
+    found: dict[str, set[tuple[str, int, str]]] = {}
+    for event in listed.get("items", []):
+        regarding = event.get("involvedObject", {})
+        if regarding.get("kind") != "Service":
+            continue
+        key = f"{regarding.get('namespace', '')}/{regarding.get('name', '')}"
+        found.setdefault(key, set()).add(
+            (
+                event["metadata"]["name"],
+                int(event.get("count") or 1),
+                str(event.get("lastTimestamp") or ""),
+            )
+        )
+    return {key: frozenset(events) for key, events in found.items()}
+
+
+def toggle_exclusion(bench: Bench, name: str, *, exclude: bool) -> Toggle:
+    """Label (or unlabel) `name` and time each LB Service's next UpdatedLoadBalancer Event."""
+    services = {s.key for s in bench.kube.lb_services()}
+    before = updated_events(bench.kube)
+    started = time.monotonic()
+    # The API stamps Events to the second: an Event of this toggle is stamped at or after it.
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(time.time())))
+    bench.kube.client.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        body={"metadata": {"labels": {EXCLUDE_LABEL: "true" if exclude else None}}},
+        content_type=MERGE_PATCH,
+    )
+    seen: dict[str, float] = {}
+    deadline = started + bench.settings.timeout
+    while len(seen) < len(services) and time.monotonic() < deadline:
+        events = updated_events(bench.kube)
+        at = time.monotonic() - started
+        for key in services - seen.keys():
+            fresh = events.get(key, frozenset()) - before.get(key, frozenset())
+            if any(stamp >= since for _, _, stamp in fresh):
+                seen[key] = at
+        time.sleep(EVENT_POLL)
+    what = "excluded" if exclude else "included again"
+    print(f"  node sync: {name} {what}, {len(seen)}/{len(services)} Services updated", flush=True)
+    return Toggle(
+        node=name,
+        excluded=exclude,
+        latencies=Latencies(seconds=tuple(seen.values()), missing=len(services) - len(seen)),
+    )
+
+
+def node_sync(bench: Bench) -> NodeSync:
+    """`--node-sync-toggles` toggles of one backend node's exclusion label, then members
+    converged again (the label gone when the count is even)."""
+    settings = bench.settings
+    nodes = sorted(bench.kube.nodes(), key=lambda n: n.name)
+    backend = next(
+        n.name for n in nodes if is_backend(n) and EXCLUDE_LABEL not in n.metadata.labels
+    )
+    toggles = [
+        toggle_exclusion(bench, backend, exclude=index % 2 == 0)
+        for index in range(settings.node_sync_toggles)
+    ]
+    started = time.monotonic()
+    timeline = wait_converged(
+        bench.kube, bench.cloud, started=started, settings=settings, what="node sync"
+    )
+    return NodeSync(toggles=toggles, converged=finished(timeline))
 
 
 # --- phase 5: kubelet churn --------------------------------------------------------------------
@@ -1253,6 +1443,7 @@ class Run:
     cold: ColdStart
     memory: Memory
     churn: Churn
+    node_sync: NodeSync
     kubelets: KubeletChurn
     lifecycle: Lifecycle
     exits: list[str]
@@ -1312,6 +1503,7 @@ def one_run(settings: Settings) -> Run:
             held = memory(bench)
             churn = node_churn(bench)
             print(f"  churn {churn.seconds:.1f}s, checks {churn.checks}", flush=True)
+            synced = node_sync(bench)
             kubelet = kubelet_churn(bench, kubelets)
             print(f"  kubelets {kubelet.heartbeats.rate:.0f}/s", flush=True)
             cycle = lifecycle(bench, kubelets)
@@ -1322,6 +1514,7 @@ def one_run(settings: Settings) -> Run:
             cold=cold,
             memory=held,
             churn=churn,
+            node_sync=synced,
             kubelets=kubelet,
             lifecycle=cycle,
             exits=exits,
@@ -1369,6 +1562,7 @@ def render(runs: Sequence[Run], drill: Drill, *, settings: Settings, quick: bool
         *_headline(runs, run, drill, settings=settings),
         "",
         *_converge_section(run),
+        *_field_section(run),
         *_cold_section(run),
         *_memory_section(run),
         *_churn_section(run, settings=settings),
@@ -1408,9 +1602,12 @@ def _not_done(timeline: list[Progress]) -> str:
 
 def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings) -> list[str]:
     c, cold, churn, kube, cycle = run.converged, run.cold, run.churn, run.kubelets, run.lifecycle
+    synced = run.node_sync
     stops = drill.stops
     tree_mb = run.memory.tree_total
     per_process = ", ".join(f"{k} {v:.0f}" for k, v in sorted(run.memory.tree_mb.items()))
+    pss = run.memory.tree_pss_total
+    pss_per_process = ", ".join(f"{k} {v:.0f}" for k, v in sorted(run.memory.tree_pss_mb.items()))
     failed = {k: v for k, v in churn.checks.items() if v != "ok"}
     worst = max((s.seconds for s in stops), default=float("nan"))
     manager_cpu = kube.cpu.get("manager", 0.0)
@@ -1429,6 +1626,8 @@ def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings
         f"{c.nodes_at:.1f}, ingress {c.ingress_at:.1f}, members {c.members_at:.1f}, routes "
         f"{c.routes_at:.1f} (NetworkUnavailable=False on every node {c.conditions_at:.1f})"
         f"{_not_done(c.timeline)} | | |",
+        f"| ServiceCreationLatency (clusterloader2 `l4lb`): {c.creation.count()} LB Services, "
+        f"the tree's start → ingress (s) | {c.creation.text()} | | |",
         f"| routes: {settings.nodes:,} pod CIDRs routed from nothing (s) | "
         f"{median_of(runs, lambda r: r.converged.routes_at)}; {c.add_extraroutes} "
         f"`add_extraroutes` calls ({routes_per_call:.0f} routes per call) | ≤ 60 s | "
@@ -1442,6 +1641,10 @@ def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings
         f"{verdict(cold.writes == 0)} |",
         f"| RSS of the whole tree once synced (MB) | **{tree_mb:.0f}** ({per_process}); peak "
         f"during the run {run.memory.peaks.tree_mb:.0f} | ≤ 350 MB | {verdict(tree_mb <= 350)} |",
+        f"| PSS of the whole tree once synced (MB) | **{pss:.0f}** ({pss_per_process}) | "
+        f"≤ 300 MB | {verdict(pss <= 300)} |",
+        f"| PSS of the whole tree at its peak while converging (MB) | **{c.peak_pss_mb:.0f}** "
+        f"(RSS {c.peak_rss_mb:.0f}) | ≤ 400 MB | {verdict(c.peak_pss_mb <= 400)} |",
         f"| node churn: {churn.joined} join and {churn.left} leave at once → every pool "
         f"converged (s) | {median_of(runs, lambda r: r.churn.seconds)}"
         f"{_not_done(churn.timeline)} | ≤ 60 s | "
@@ -1452,6 +1655,10 @@ def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings
         f"{verdict(churn.max_updates <= 2)} |",
         "| correctness after churn: pools exact, no LB/FIP created twice, nothing leaked, "
         f"routes exact | {failed or 'all ok'} | all ok | {verdict(not failed)} |",
+        "| LoadBalancerNodeSyncLatency (clusterloader2 `l4lb`): a node's exclusion label "
+        f"toggled → an UpdatedLoadBalancer Event on every LB Service, {len(synced.toggles)} "
+        f"toggles x {synced.toggles[0].latencies.count() if synced.toggles else 0} Services (s) "
+        f"| {synced.latencies.text()} | | |",
         f"| kubelet churn: {kube.heartbeats.rate:.0f} heartbeats/s (PATCH nodes/status over "
         f"HTTP) for {kube.heartbeats.seconds:.0f} s: manager CPU (% of a core) | "
         f"**{manager_cpu:.0f}** (idle {kube.idle_cpu.get('manager', 0.0):.0f}) | ≤ 25 % | "
@@ -1510,7 +1717,10 @@ def _cpu_table(columns: dict[str, dict[str, float]], unit: str) -> list[str]:
         "| --- |" + " ---: |" * len(columns),
         *(
             f"| {role} | "
-            + " | ".join(f"{values.get(role, 0.0):.1f}{unit}" for values in columns.values())
+            + " | ".join(
+                f"{values[role]:.1f}{unit}" if role in values else "n/a"
+                for values in columns.values()
+            )
             + " |"
             for role in roles
         ),
@@ -1530,6 +1740,46 @@ def _converge_section(run: Run) -> list[str]:
         f"Cloud calls by operation: {_counts(c.calls)}.",
         "",
     ]
+
+
+def _field_section(run: Run) -> list[str]:
+    creation, synced = run.converged.creation, run.node_sync
+    rows = [
+        f"| ServiceCreationLatency | {creation.count()} | {_quantiles(creation)} |",
+        *(
+            f"| LoadBalancerNodeSyncLatency, {t.node} "
+            f"{'excluded' if t.excluded else 'included again'} | {t.latencies.count()} | "
+            f"{_quantiles(t.latencies)} |"
+            for t in synced.toggles
+        ),
+        f"| LoadBalancerNodeSyncLatency, all toggles | {synced.latencies.count()} | "
+        f"{_quantiles(synced.latencies)} |",
+    ]
+    return [
+        "## The field's measures (clusterloader2 `l4lb`)",
+        "",
+        "As kubernetes/perf-tests' clusterloader2 `l4lb` test defines them, nearest-rank "
+        "percentiles over the LB Services (s). ServiceCreationLatency: the Services exist "
+        "when the tree starts, so each one's clock starts with the tree; its ingress is seen "
+        f"by phase 1's polls ({run.converged.timeline[0].seconds:.1f} s after the start, then "
+        "every `--poll`). LoadBalancerNodeSyncLatency: one backend node's "
+        f"`{EXCLUDE_LABEL}` label added, then removed; each LB Service's time until an "
+        "`UpdatedLoadBalancer` Event of it changed (count or lastTimestamp, stamped at or "
+        f"after the change's second), Events listed every {EVENT_POLL:g} s. Members were "
+        f"exact again {synced.converged:.1f} s after the last toggle. No upstream baseline: "
+        "this bench runs upstream's algorithm for the lifecycle pass only.",
+        "",
+        "| measure | samples | p50 | p90 | p99 | max |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+    ]
+
+
+def _quantiles(latencies: Latencies) -> str:
+    values = [latencies.p(q) for q in (50, 90, 99)]
+    top = max(latencies.seconds, default=float("inf")) if not latencies.missing else float("inf")
+    return " | ".join(f"{v:.1f}" for v in (*values, top))
 
 
 def _cold_section(run: Run) -> list[str]:
@@ -1552,14 +1802,26 @@ def _cold_section(run: Run) -> list[str]:
 def _memory_section(run: Run) -> list[str]:
     held = run.memory
     steady = {**held.tree_mb, **held.simulators_mb}
+    columns = {
+        "RSS synced": steady,
+        "RSS peak": held.peaks.rss_mb,
+        "PSS synced": held.tree_pss_mb,
+        "PSS peak": held.peaks.pss_mb,
+    }
     return [
-        "## RSS",
+        "## Memory",
         "",
         "Each process once the restarted tree had synced, and the peak sampled every second "
-        "over the whole run (MB):",
+        "over the whole run (MB); PSS (smaps_rollup) for the tree's processes only. The "
+        "tree's totals are sums per sample, so a total's peak is at most the sum of the "
+        "processes' peaks:",
         "",
-        *_cpu_table({"synced": steady, "peak": held.peaks.rss_mb}, ""),
-        f"| **tree total** | **{held.tree_total:.0f}** | **{held.peaks.tree_mb:.0f}** |",
+        *_cpu_table(columns, ""),
+        f"| **tree total** | **{held.tree_total:.0f}** | **{held.peaks.tree_mb:.0f}** | "
+        f"**{held.tree_pss_total:.0f}** | **{held.peaks.tree_pss_mb:.0f}** |",
+        "",
+        f"While converging from nothing (phase 1) the tree peaked at "
+        f"{run.converged.peak_pss_mb:.0f} MB PSS ({run.converged.peak_rss_mb:.0f} MB RSS).",
         "",
     ]
 
@@ -1734,6 +1996,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrent-service-syncs", type=int, default=20)
     parser.add_argument("--node-monitor-period", type=float, default=5.0)
     parser.add_argument(
+        "--node-sync-toggles",
+        type=int,
+        default=2,
+        help="times one node's exclude-from-external-load-balancers label is toggled",
+    )
+    parser.add_argument(
         "--max-request-body-size",
         type=int,
         default=None,
@@ -1770,6 +2038,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
         node_syncs=args.concurrent_node_syncs,
         service_syncs=args.concurrent_service_syncs,
         monitor_period=args.node_monitor_period,
+        node_sync_toggles=args.node_sync_toggles,
         max_body=args.max_request_body_size,
         # Listing 5,000 nodes and reading the router costs the simulators a little CPU.
         poll=max(0.5, args.nodes / 2500),

@@ -52,6 +52,17 @@ def test_the_benchmark_runs_every_phase_and_its_checks_pass(tmp_path: Path) -> N
     assert "*every pool holds exactly the eligible nodes*: ok" in table
     # Two nodes joined and two left: every pool's members were written at least once.
     assert "pools never touched: 0" in table
+    # clusterloader2's two measures: every Service got its ingress, then an
+    # UpdatedLoadBalancer Event for each of the two toggles of a node's exclusion label.
+    creation = _row(table, "| ServiceCreationLatency (clusterloader2")
+    assert creation[1].startswith("p50 "), creation
+    assert "never" not in creation[1]
+    node_sync = _row(table, "| LoadBalancerNodeSyncLatency (clusterloader2")
+    assert "2 toggles x 2 Services" in node_sync[0]
+    assert node_sync[1].startswith("p50 "), node_sync
+    assert "never" not in node_sync[1]
+    pss = _row(table, "| PSS of the whole tree once synced")
+    assert float(pss[1].split("**")[1]) > 0
     assert out.with_suffix(".png").stat().st_size > 0
 
 
