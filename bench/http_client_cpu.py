@@ -7,9 +7,9 @@ this process is the client's CPU alone, one `GET /flavors` after another on one 
 Each round measures, alternating in the same process:
 
 * the client as pyccm builds it: `OpenStackClient.call` (throttle, metrics, retries, error
-  mapping) on urllib3 with the token from keystoneauth (`provider/openstack/connection.py`);
-* the baseline: the same GET through a keystoneauth `Adapter` on the same session (the
-  stack every call took until issue 22: keystoneauth → requests → urllib3), without
+  mapping) on urllib3 directly (`provider/openstack/connection.py`);
+* the baseline: the same GET through a keystoneauth `Adapter` (the stack every call took
+  until issue 22: keystoneauth → requests → urllib3) with the same credentials, without
   pyccm's layer on top, so the ratio understates the gain.
 
 It prints the median CPU per call of each and their ratio.
@@ -23,10 +23,12 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from keystoneauth1 import adapter
+from keystoneauth1 import adapter, session
+from keystoneauth1.identity import v3
 
 from bench.provider_on_sim import openstack_on_sim
 from pyccm import lifetime
+from pyccm.provider.openstack.connection import auth_arguments
 
 
 def cpu_per_call_ms(call: Callable[[], object], calls: int) -> float:
@@ -43,8 +45,11 @@ def main(argv: list[str]) -> int:
     with ExitStack() as stack:
         cloud, _ = openstack_on_sim(stack, nodes=1, latency_ms=0, prefix="pyccm-http-cpu-")
         client = cloud.client
+        _, auth = auth_arguments(cloud.settings.global_)
         nova = adapter.Adapter(
-            client.connection.session, service_type="compute", interface="public"
+            session.Session(auth=v3.Password(**auth)),  # type: ignore[arg-type]
+            service_type="compute",
+            interface="public",
         )
 
         def pyccm_call() -> object:

@@ -28,9 +28,13 @@ WORKER = (
 MANAGER = ("pyccm.cli", "pyccm.manager.app", "pyccm.manager.http")
 
 CASES = {
-    # openstacksdk reads clouds.yaml only; cryptography serves the manager's TLS.
-    "worker": (WORKER, {"openstack", "cryptography", "kubernetes"}),
-    "manager": (MANAGER, {"openstack", "keystoneauth1", "requests"}),
+    # openstacksdk reads clouds.yaml only; the provider talks to Keystone itself on
+    # urllib3; cryptography serves the manager's TLS; kubeapi reads kubeconfigs itself.
+    "worker": (
+        WORKER,
+        {"openstack", "keystoneauth1", "requests", "cryptography", "kubernetes"},
+    ),
+    "manager": (MANAGER, {"openstack", "keystoneauth1", "requests", "kubernetes"}),
 }
 
 

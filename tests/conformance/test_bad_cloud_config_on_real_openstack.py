@@ -115,7 +115,7 @@ def test_a_keystone_that_is_down(
         check_one_clear_line(
             kube[0],
             tmp_path / "worker.log",
-            "Unable to establish connection",
+            "Failed to establish a new connection",
             secret=TENANT["password"],
         )
     finally:

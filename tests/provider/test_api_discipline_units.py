@@ -1,5 +1,5 @@
 """The pieces of the cloud API discipline that need no cloud: the token bucket on a fake
-clock, Retry-After parsing, the Octavia version list, the keystoneauth arguments."""
+clock, Retry-After parsing, the Octavia version list, the Keystone token requests."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from pyccm.provider.errors import ConfigError
 from pyccm.provider.openstack.client import TokenBucket, retry_after_seconds
 from pyccm.provider.openstack.config import GlobalSettings
-from pyccm.provider.openstack.connection import auth_arguments, identity_plugin
+from pyccm.provider.openstack.connection import auth_arguments, identity
 from pyccm.provider.openstack.features import OctaviaFeatures, parse_version_list
 
 
@@ -152,18 +152,52 @@ def test_trust_auth_uses_the_trustee() -> None:
     )
 
 
-def test_each_kind_of_credential_builds_its_keystone_v3_plugin() -> None:
-    from keystoneauth1.identity import v3
-
-    password = GlobalSettings(auth_url="http://k/v3", username="u", password="p", domain_id="d")
+def test_each_kind_of_credential_asks_keystone_for_its_token_as_keystoneauth_does() -> None:
+    """The bodies keystoneauth's v3 plugins send for the same settings (what pyccm sent
+    before it talked to Keystone itself)."""
+    password = GlobalSettings(
+        auth_url="http://k/v3", username="u", password="p", domain_id="d", tenant_name="t"
+    )
     token = GlobalSettings(auth_url="http://k/v3", token="t", tenant_id="p")
     credential = GlobalSettings(
         auth_url="http://k/v3", application_credential_id="ac", application_credential_secret="s"
     )
+    trust = GlobalSettings(
+        auth_url="http://k/v3", trust_id="tr", trustee_id="te", trustee_password="tp"
+    )
 
-    assert type(identity_plugin(password)) is v3.Password
-    assert type(identity_plugin(token)) is v3.Token
-    assert type(identity_plugin(credential)) is v3.ApplicationCredential
+    assert identity(password) == {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {"user": {"name": "u", "domain": {"id": "d"}, "password": "p"}},
+            },
+            "scope": {"project": {"name": "t", "domain": {"id": "d"}}},
+        }
+    }
+    assert identity(token) == {
+        "auth": {
+            "identity": {"methods": ["token"], "token": {"id": "t"}},
+            "scope": {"project": {"id": "p"}},
+        }
+    }
+    assert identity(credential) == {
+        "auth": {
+            "identity": {
+                "methods": ["application_credential"],
+                "application_credential": {"id": "ac", "secret": "s"},
+            }
+        }
+    }
+    assert identity(trust) == {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {"user": {"id": "te", "password": "tp"}},
+            },
+            "scope": {"OS-TRUST:trust": {"id": "tr"}},
+        }
+    }
 
 
 @pytest.mark.parametrize(
@@ -184,7 +218,7 @@ def test_identities_keystone_cannot_resolve_are_refused_naming_the_key(
     settings: GlobalSettings, key: str
 ) -> None:
     with pytest.raises(ConfigError) as refused:
-        identity_plugin(settings, path="/etc/cloud.conf")
+        identity(settings, path="/etc/cloud.conf")
 
     assert str(refused.value).startswith(f"/etc/cloud.conf: [Global] {key}: needs ")
     assert "secret-1" not in str(refused.value)

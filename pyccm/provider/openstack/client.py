@@ -1,11 +1,10 @@
 """Every OpenStack call of a process goes through one `OpenStackClient`.
 
-It owns the process's `Connection` (`connection.py`: Keystone through keystoneauth, the
-services on urllib3) and adds what upstream lacks (reference §6, SPEC "Provider"):
+It owns the process's `Connection` (`connection.py`: one urllib3 pool manager and the
+Keystone token) and adds what upstream lacks (reference §6, SPEC "Provider"):
 
-* a client-side token bucket shared by every HTTP request of the process: each call's
-  attempts take a token, and the same bucket is the transport of keystoneauth's session,
-  so Keystone re-authentication and version discovery are throttled too
+* a client-side token bucket shared by every HTTP request of the process: each attempt of
+  a call takes a token, and so do Keystone's requests and Nova's version document
   (`--cloud-api-qps`, `--cloud-api-burst`);
 * 429 and 503 answers honour `Retry-After`: a short wait is taken inline and the request
   repeated (these statuses mean "not processed"), a long one becomes `RetryAfter` so the
@@ -14,7 +13,7 @@ services on urllib3) and adds what upstream lacks (reference §6, SPEC "Provider
   read changes nothing, so one flaky answer need not fail (and back off) the whole sync;
   writes are never repeated on those statuses (a create may have happened);
 * a 401 (a token revoked or expired early) authenticates again and repeats the request
-  once, as keystoneauth's sessions do;
+  once (as keystoneauth's sessions do);
 * Prometheus metrics per operation with upstream's names
   (`openstack_api_requests_total`, `openstack_api_request_errors_total`,
   `openstack_api_request_duration_seconds`, label `request` = `<resource>_<op>`), one
@@ -44,8 +43,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-import requests
-import requests.adapters
 import urllib3
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
@@ -63,10 +60,9 @@ from pyccm.provider.openstack.connection import (
     ServiceType,
     connect,
 )
+from pyccm.provider.openstack.keystone import fault_message
 
 if TYPE_CHECKING:
-    from keystoneauth1.discover import EndpointData
-
     from pyccm.provider.openstack.config import OpenStackSettings
     from pyccm.provider.settings import ProviderSettings
 
@@ -124,20 +120,6 @@ class TokenBucket:
         if wait > 0:
             self._sleep(wait)
         return wait
-
-
-class ThrottledAdapter(requests.adapters.HTTPAdapter):
-    """The transport of keystoneauth's HTTP session: one token per Keystone request."""
-
-    def __init__(self, bucket: TokenBucket) -> None:
-        super().__init__()
-        self._bucket = bucket
-
-    def send(
-        self, request: requests.PreparedRequest, *args: Any, **kwargs: Any
-    ) -> requests.Response:
-        self._bucket.acquire()
-        return super().send(request, *args, **kwargs)
 
 
 class ApiMetrics:
@@ -223,22 +205,6 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     return max(0.0, when.timestamp() - current)
 
 
-def _fault_message(body: bytes) -> str:
-    """The human part of an OpenStack error body (Nova, Neutron, Octavia, Keystone shapes)."""
-    try:
-        document = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return ""
-    if not isinstance(document, dict):
-        return ""
-    if isinstance(document.get("faultstring"), str):
-        return str(document["faultstring"])
-    for value in document.values():
-        if isinstance(value, dict) and isinstance(value.get("message"), str):
-            return str(value["message"])
-    return ""
-
-
 class OpenStackClient:
     """The process's gateway to OpenStack. Thread-safe; share one per process."""
 
@@ -269,7 +235,7 @@ class OpenStackClient:
             settings=settings,
             version=_version(),
             user_agent=self._user_agent,
-            transport=ThrottledAdapter(self._bucket),
+            throttle=self._bucket.acquire,
         )
 
     @property
@@ -300,21 +266,17 @@ class OpenStackClient:
         URL without its version, found without version discovery."""
         return self._keystone(f"{service}_endpoint", self._connection.service_root, service)
 
-    def endpoint_data(self, service: ServiceType) -> EndpointData | None:
-        """The service's version discovery (its URL and microversion range)."""
-        return self._keystone(f"{service}_connect", self._connection.endpoint_data, service)
+    def compute_microversion(self) -> tuple[int, int] | None:
+        """Nova's highest microversion (read once), None when it offers none."""
+        return self._keystone(
+            "compute_connect", lambda _: self._connection.compute_microversion(), "compute"
+        )
 
     def _keystone(self, request: str, step: Callable[[ServiceType], T], service: ServiceType) -> T:
-        """A catalog or discovery step, its failures mapped like a call's."""
-        from keystoneauth1 import exceptions as ksa_exceptions
-
+        """A catalog or discovery step, its transport failures mapped like a call's."""
         try:
             return step(service)
-        except ksa_exceptions.EndpointNotFound as exc:
-            raise CloudError(
-                f"no {service} endpoint in the service catalog", retryable=False
-            ) from exc
-        except ksa_exceptions.ClientException as exc:
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._transport_error(request, "GET", "(catalog)", exc) from exc
 
     def call(
@@ -404,8 +366,6 @@ class OpenStackClient:
     def _attempt(self, service: ServiceType, sent: Request, *, request: str) -> Answer:
         """One HTTP attempt on the current Connection; a 401 (the token expired or was
         revoked early) authenticates again and repeats the request once."""
-        from keystoneauth1 import exceptions as ksa_exceptions
-
         connection = self._connection
         started = self._clock()
         try:
@@ -417,7 +377,7 @@ class OpenStackClient:
                 if response.status != 401 or fresh_token:
                     break
                 connection.invalidate()
-        except (ksa_exceptions.ClientException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._metrics.observe(request, self._clock() - started, failed=True)
             raise self._transport_error(request, sent.method, sent.path, exc) from exc
         except CloudError:
@@ -446,7 +406,7 @@ class OpenStackClient:
 
     def _error(self, request: str, sent: Request, response: Answer) -> ProviderError:
         status = response.status
-        detail = self._redact(_fault_message(response.body))[:300]
+        detail = self._redact(fault_message(response.body))[:300]
         message = f"{request}: {sent.method} {sent.path} answered HTTP {status}" + (
             f": {detail}" if detail else ""
         )

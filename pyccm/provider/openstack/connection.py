@@ -1,24 +1,19 @@
-"""The process's connection to the cloud: Keystone through keystoneauth, the services on urllib3.
+"""The process's connection to the cloud: one urllib3 pool manager, one Keystone token.
 
-Two HTTP stacks, each for what it does best (docs/architecture.md#provider-http):
-
-* **keystoneauth** (a `Session` with a v3 identity plugin) authenticates, re-authenticates
-  before the token expires, reads the service catalog and discovers Nova's microversions.
-  Its requests are few (one token per hour or so, one discovery per service); they go
-  through requests, whose transport is the client's throttled adapter.
-* **urllib3** carries every call to Nova, Neutron and Octavia: one pool per host, the token
-  in a header, nothing else on the way. A call through keystoneauth's `Adapter` costs about
-  four times the CPU of the same call on urllib3 (`python -m bench.http_client_cpu`), and
-  openstacksdk's proxies are not needed for raw REST: importing openstacksdk costs every
-  worker 13 MiB, so it is imported only where `clouds.yaml` is read (`config.py`).
+Every HTTP request of the provider (Keystone's token, Nova's version document, every call to
+Nova, Neutron and Octavia) goes out here, on urllib3 directly: one pool per host, the token
+in a header, nothing else on the way (docs/architecture.md#provider-http). keystoneauth and
+requests are not used: a call through keystoneauth's `Adapter` costs about three times the
+CPU of the same call here (`python -m bench.http_client_cpu`), and they and openstacksdk
+cost every worker megabytes of imports; openstacksdk is imported only where `clouds.yaml`
+is read (`config.py`). Keystone v3 itself is `keystone.py`.
 
 Endpoints, as upstream's gophercloud finds them: Neutron and Octavia at `<catalog root>/v2.0`
 (their API has one major version); Nova at its catalog URL when that names a version (it
-usually names `/v2.1`), else where its version discovery points for 2.x. Nova's
-microversions are discovered once, when a call first needs one (`endpoint_data`).
+usually names `/v2.1`), else at `<root>/v2.1` (Nova's one API since Newton). Nova's highest
+microversion is read once, when a call first needs one (`compute_microversion`).
 
-Proxies: `http_proxy`/`https_proxy`/`no_proxy` from the environment, read once, as requests
-read them before.
+Proxies: `http_proxy`/`https_proxy`/`no_proxy` from the environment, read once at start.
 """
 
 from __future__ import annotations
@@ -33,21 +28,28 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import urllib3
 
-from pyccm.provider.errors import CloudError, ConfigError
+from pyccm.provider.errors import CloudError
+from pyccm.provider.openstack.keystone import (
+    Keystone,
+    check_identity,
+    max_microversion,
+    request_body,
+)
 
 if TYPE_CHECKING:
-    import requests.adapters
-    from keystoneauth1.discover import EndpointData
-    from keystoneauth1.session import Session
-
     from pyccm.provider.openstack.config import GlobalSettings, OpenStackSettings
 
 ServiceType = Literal["compute", "network", "load-balancer"]
 
 # A trailing `/vN` or `/vN.M` (and slash) of a catalog URL: what is left is the service's root.
 _VERSION_SUFFIX = re.compile(r"/v\d+(\.\d+)?/?$|/$")
-# Neutron and Octavia have one major API version each; gophercloud appends it to the root.
-_FIXED_VERSION: Mapping[ServiceType, str] = {"network": "v2.0", "load-balancer": "v2.0"}
+# Each service's API version, appended to its root as gophercloud does (Nova's only when the
+# catalog names none).
+_API_VERSION: Mapping[ServiceType, str] = {
+    "network": "v2.0",
+    "load-balancer": "v2.0",
+    "compute": "v2.1",
+}
 # HTTP connections kept per host: above the sync threads a worker is likely to run (the
 # benchmark's 50 service syncs overflowed 32 and dropped connections).
 POOL_SIZE = 100
@@ -63,66 +65,58 @@ class Answer:
 
 
 class Connection:
-    """One set of credentials: its Keystone session, endpoints and HTTP pools. Thread-safe.
+    """One set of credentials: its token, endpoints and HTTP pools. Thread-safe.
 
-    Nothing is sent until the first call; `close` drops the pools.
+    Nothing is sent until the first call; `close` drops the pools. `throttle` is called
+    before every request this connection sends itself (Keystone's, Nova's version document);
+    the client calls it before each of its own.
     """
 
     def __init__(
         self,
         *,
-        session: Session,
+        identity: Mapping[str, Any],
+        auth_url: str,
         interface: str,
         region: str,
         timeout: float,
         tls: Mapping[str, Any],
         user_agent: str,
+        throttle: Callable[[], object] = lambda: None,
     ) -> None:
-        self.session = session
         self._interface = interface
         self._region = region or None
         self._timeout = urllib3.Timeout(connect=timeout, read=timeout)
         self._tls = dict(tls)
         self._user_agent = user_agent
+        self._throttle = throttle
         self._proxies = urllib.request.getproxies()
         self._lock = threading.Lock()
         self._endpoints: dict[ServiceType, str] = {}
+        self._microversions: dict[ServiceType, tuple[int, int] | None] = {}
         self._pools: dict[str | None, urllib3.PoolManager] = {}
+        self.keystone = Keystone(auth_url=auth_url, body=dict(identity), send=self._send)
 
     # --- Keystone ----------------------------------------------------------------------------
     def auth_headers(self) -> dict[str, str]:
         """The token header; authenticates first when there is no valid token."""
-        return dict(self.session.get_auth_headers() or {})
+        return {"X-Auth-Token": self.keystone.token().id}
 
     def invalidate(self) -> None:
         """Forget the token (the cloud refused it): the next call authenticates again."""
-        self.session.invalidate()
+        self.keystone.invalidate()
 
     def catalog_url(self, service: ServiceType) -> str:
-        """The service's URL as the catalog lists it, without version discovery."""
-        url = self.session.get_endpoint(
-            service_type=service,
-            interface=self._interface,
-            region_name=self._region,
-            skip_discovery=True,
-        )
+        """The service's URL as the catalog lists it."""
+        token = self.keystone.token()
+        url = token.endpoint(service, interface=self._interface, region=self._region)
         if not url:
             raise CloudError(f"no {service} endpoint in the service catalog", retryable=False)
-        return str(url)
+        return url
 
     def service_root(self, service: ServiceType) -> str:
         """The unversioned root of a service (where its version list lives)."""
         return _VERSION_SUFFIX.sub("", self.catalog_url(service)) + "/"
-
-    def endpoint_data(self, service: ServiceType) -> EndpointData | None:
-        """The discovered 2.x endpoint of `service` (URL, microversion range)."""
-        return self.session.get_endpoint_data(
-            service_type=service,
-            interface=self._interface,
-            region_name=self._region,
-            min_version="2",
-            max_version="2.latest",
-        )
 
     def endpoint(self, service: ServiceType) -> str:
         """The versioned base URL the service's paths are relative to, found once."""
@@ -130,19 +124,35 @@ class Connection:
             found = self._endpoints.get(service)
         if found is not None:
             return found
-        catalog = self.catalog_url(service)
-        if service in _FIXED_VERSION:
-            found = _VERSION_SUFFIX.sub("", catalog) + "/" + _FIXED_VERSION[service]
-        elif _VERSION_SUFFIX.search(catalog.rstrip("/")):
-            found = catalog.rstrip("/")  # Nova's catalog entry names its version (/v2.1)
+        catalog = self.catalog_url(service).rstrip("/")
+        if service == "compute" and _VERSION_SUFFIX.search(catalog):
+            found = catalog  # Nova's catalog entry names its version (/v2.1)
         else:
-            data = self.endpoint_data(service)
-            if data is None or not data.url:
-                raise CloudError(f"no {service} endpoint in the service catalog", retryable=False)
-            found = str(data.url).rstrip("/")
+            found = _VERSION_SUFFIX.sub("", catalog) + "/" + _API_VERSION[service]
         with self._lock:
             self._endpoints[service] = found
         return found
+
+    def compute_microversion(self) -> tuple[int, int] | None:
+        """Nova's highest microversion (its version document), read once; None when it
+        offers none. A failure is not remembered: the next call asks again."""
+        with self._lock:
+            if "compute" in self._microversions:
+                return self._microversions["compute"]
+        url = self.endpoint("compute") + "/"
+        reply = self._send("GET", url, self.auth_headers(), None)
+        if reply.status != 200:
+            raise CloudError(f"compute version discovery: GET {url} answered HTTP {reply.status}")
+        highest = max_microversion(reply.body)
+        with self._lock:
+            self._microversions["compute"] = highest
+        return highest
+
+    def _send(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None
+    ) -> Answer:
+        self._throttle()
+        return self.request(method, url, headers=headers, body=body)
 
     # --- the services ------------------------------------------------------------------------
     def request(
@@ -185,7 +195,6 @@ class Connection:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.clear()
-        self.session.session.close()
 
 
 def _scheme_and_host(url: str) -> tuple[str, str]:
@@ -233,50 +242,25 @@ def auth_arguments(g: GlobalSettings) -> tuple[str, dict[str, str]]:
     return "v3password", base | user | user_domain | project
 
 
-def _check_identity(auth: Mapping[str, str], *, path: object) -> None:
-    """What Keystone v3 cannot resolve, refused before any request (ConfigError)."""
-    if auth.get("username") and not (auth.get("user_domain_id") or auth.get("user_domain_name")):
-        raise ConfigError(
-            f"{path}: [Global] username: needs user-domain-name or user-domain-id (or "
-            "domain-name / domain-id); a V3 user name is unique only within its domain"
-        )
-    if auth.get("application_credential_name") and not (
-        auth.get("user_id") or auth.get("username")
-    ):
-        raise ConfigError(
-            f"{path}: [Global] application-credential-name: needs user-id, or username with "
-            "its domain (or use application-credential-id)"
-        )
-
-
-def identity_plugin(g: GlobalSettings, *, path: object = "cloud.conf") -> Any:
-    """The keystoneauth v3 identity plugin `[Global]` describes."""
-    from keystoneauth1.identity import v3
-
-    kind, auth = auth_arguments(g)
-    _check_identity(auth, path=path)
-    plugins: dict[str, Callable[..., Any]] = {
-        "v3password": v3.Password,
-        "v3token": v3.Token,
-        "v3applicationcredential": v3.ApplicationCredential,
-    }
-    return plugins[kind](**auth)
-
-
-def _tls(g: GlobalSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    """TLS options for keystoneauth's session and for urllib3's pools."""
-    session: dict[str, Any] = {}
-    pools: dict[str, Any] = {}
+def _tls(g: GlobalSettings) -> dict[str, Any]:
+    """urllib3's TLS options for `[Global]`: the system's CAs unless `ca-file` is set."""
     if g.tls_insecure:
-        session["verify"] = False
-        pools["cert_reqs"] = "CERT_NONE"
+        tls: dict[str, Any] = {"cert_reqs": "CERT_NONE"}
     elif g.ca_file:
-        session["verify"] = g.ca_file
-        pools["ca_certs"] = g.ca_file
+        tls = {"ca_certs": g.ca_file}
+    else:
+        tls = {}
     if g.cert_file:
-        session["cert"] = (g.cert_file, g.key_file)
-        pools |= {"cert_file": g.cert_file, "key_file": g.key_file}
-    return session, pools
+        tls |= {"cert_file": g.cert_file, "key_file": g.key_file}
+    return tls
+
+
+def identity(g: GlobalSettings, *, path: object = "cloud.conf") -> dict[str, Any]:
+    """The Keystone v3 token request `[Global]` describes; ConfigError when Keystone could
+    not resolve it (before any request)."""
+    kind, auth = auth_arguments(g)
+    check_identity(auth, path=path)
+    return request_body(kind, auth)
 
 
 def connect(
@@ -284,34 +268,17 @@ def connect(
     settings: OpenStackSettings,
     version: str,
     user_agent: tuple[str, ...] = (),
-    transport: requests.adapters.HTTPAdapter | None = None,
+    throttle: Callable[[], object] = lambda: None,
 ) -> Connection:
-    """A Connection for `settings`. No network I/O happens until the first call.
-
-    `transport`: mounted on keystoneauth's HTTP session (the client's throttle).
-    """
-    from keystoneauth1 import session as ksa_session
-
+    """A Connection for `settings`. No network I/O happens until the first call."""
     g = settings.global_
-    plugin = identity_plugin(g, path=settings.path)
-    session_tls, pool_tls = _tls(g)
-    tokens = [tuple(token.partition("/")[::2]) for token in user_agent]
-    session = ksa_session.Session(
-        auth=plugin,
-        timeout=settings.metadata.request_timeout,
-        app_name="pyccm",
-        app_version=version,
-        additional_user_agent=[(name, value) for name, value in tokens],
-        **session_tls,
-    )
-    if transport is not None:
-        session.session.mount("http://", transport)
-        session.session.mount("https://", transport)
     return Connection(
-        session=session,
+        identity=identity(g, path=settings.path),
+        auth_url=g.auth_url,
         interface=g.interface,
         region=g.region,
         timeout=settings.metadata.request_timeout,
-        tls=pool_tls,
+        tls=_tls(g),
         user_agent=" ".join((f"pyccm/{version}", *user_agent)),
+        throttle=throttle,
     )

@@ -284,14 +284,9 @@ class OpenStackInstances:
             return self._microversion if isinstance(self._microversion, str) else None
 
     def _negotiate_microversion(self) -> str | None:
-        from keystoneauth1 import discover
-
         # A CloudError is not cached: the next lookup negotiates again.
-        data = self._client.endpoint_data("compute")
-        if data is None or not data.max_microversion:
-            return None
-        highest = discover.normalize_version_number(data.max_microversion)
-        return "2.47" if highest >= FLAVOR_MICROVERSION else None
+        highest = self._client.compute_microversion()
+        return "2.47" if highest is not None and highest >= FLAVOR_MICROVERSION else None
 
     def _ports(self, server_id: str) -> list[Port]:
         return self._client.list_all(
