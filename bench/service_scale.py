@@ -176,9 +176,12 @@ class Phases:
 
     resync: Calls
     resync_seconds: float
+    # pyccm's CPU (manager + service workers) from the round's first resync to its last.
+    resync_cpu: float
     # The round after: the load balancers verified by the first are not read again.
     later_resync: Calls
     later_resync_seconds: float
+    later_resync_cpu: float
     delete: Calls
     delete_seconds: float
     delete_kube: Counter[str]
@@ -496,18 +499,22 @@ def phases_run(config: Config, *, settings: Settings, resync_period: float) -> t
         if before:
             print(f"  warning: {before:.0f} resyncs before convergence", file=sys.stderr)
         mark = cloud.mark()
-        resync_seconds = _wait_for_resyncs(world, before + settings.services, settings)
+        resync_seconds, resync_cpu = _wait_for_resyncs(world, before + settings.services, settings)
         resync = cloud.calls(mark)
         mark = cloud.mark()
-        later_seconds = _wait_for_resyncs(world, before + 2 * settings.services, settings)
+        later_seconds, later_cpu = _wait_for_resyncs(
+            world, before + 2 * settings.services, settings
+        )
         later_resync = cloud.calls(mark)
         mark, kube_mark = cloud.mark(), kube.log_length()
         delete_seconds = _delete_all(kube, cloud, settings=settings)
         phases = Phases(
             resync=resync,
             resync_seconds=resync_seconds,
+            resync_cpu=resync_cpu,
             later_resync=later_resync,
             later_resync_seconds=later_seconds,
+            later_resync_cpu=later_cpu,
             delete=cloud.calls(mark),
             delete_seconds=delete_seconds,
             delete_kube=kube.writes(kube_mark),
@@ -515,20 +522,28 @@ def phases_run(config: Config, *, settings: Settings, resync_period: float) -> t
         return run, phases
 
 
-def _wait_for_resyncs(world: World, target: float, settings: Settings) -> float:
-    """Until the resync counter reaches `target`; returns how long the round itself took."""
+def _wait_for_resyncs(world: World, target: float, settings: Settings) -> tuple[float, float]:
+    """Until the resync counter reaches `target`. Returns how long the round itself took
+    and pyccm's CPU seconds (manager and service workers) from its first resync to its
+    last, sampled every 0.2 s (the idle wait for the round is not counted)."""
     deadline = time.monotonic() + settings.timeout
     start = resyncs_total(world)
-    first: float | None = None
+    first: tuple[float, float] | None = None
     while time.monotonic() < deadline:
         count = resyncs_total(world)
         now = time.monotonic()
         if first is None and count > start:
-            first = now
+            first = (now, _pyccm_cpu(world))
         if count >= target:
-            return now - (first or now)
+            began, cpu = first or (now, _pyccm_cpu(world))
+            return now - began, _pyccm_cpu(world) - cpu
         time.sleep(0.2)
     raise SystemExit(f"no full resync round within {settings.timeout:.0f}s ({world.workdir})")
+
+
+def _pyccm_cpu(world: World) -> float:
+    used = cpu_seconds(processes_of(world.workdir))
+    return sum(v for role, v in used.items() if role == "manager" or role.startswith("service"))
 
 
 def _delete_all(kube: Kube, cloud: Cloud, *, settings: Settings) -> float:
@@ -864,6 +879,11 @@ def _phases_section(run: Run, phases: Phases, *, n: int) -> list[str]:
         "| delete: every Service deleted → no LB, no FIP, no Service | "
         f"{phases.delete_seconds:.1f} | {cells(phases.delete)} |",
         "",
+        "pyccm's CPU (manager and service workers) per Service in a no-op resync round, "
+        "from the round's first resync to its last: first round "
+        f"{phases.resync_cpu / n * 1000:.2f} ms, later rounds "
+        f"{phases.later_resync_cpu / n * 1000:.2f} ms.",
+        "",
         "The Services' cloud calls by operation, per Service (median simulator-side "
         "latency of each, injected latency included):",
         "",
@@ -1130,8 +1150,10 @@ def main() -> int:
             done.later_resync.per_service(settings.services, "read"),
         ]
         print(
-            f"phases: resync {done.resync_seconds:.1f} s ({reads[0]:.2f} reads / Service), "
-            f"later resync {done.later_resync_seconds:.1f} s ({reads[1]:.2f} reads / Service), "
+            f"phases: resync {done.resync_seconds:.1f} s ({reads[0]:.2f} reads / Service, "
+            f"{done.resync_cpu / settings.services * 1000:.2f} ms CPU / Service), "
+            f"later resync {done.later_resync_seconds:.1f} s ({reads[1]:.2f} reads / Service, "
+            f"{done.later_resync_cpu / settings.services * 1000:.2f} ms CPU / Service), "
             f"delete {done.delete_seconds:.1f} s"
         )
     upstream = None

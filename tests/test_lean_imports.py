@@ -14,18 +14,8 @@ import sys
 
 import pytest
 
-WORKER = (
-    "pyccm.cli",
-    "pyccm.workers.app",
-    "pyccm.provider.openstack",
-    "pyccm.provider.openstack.cloud",
-    "pyccm.provider.openstack.connection",
-    "pyccm.provider.openstack.loadbalancer",
-    "pyccm.provider.openstack.routes",
-    "pyccm.provider.openstack.instances",
-    *(f"pyccm.workers.{name}.controller" for name in ("node", "lifecycle", "service", "route")),
-)
-MANAGER = ("pyccm.cli", "pyccm.manager.app", "pyccm.manager.http")
+from bench.tree_memory import MANAGER_MODULES as MANAGER
+from bench.tree_memory import WORKER_MODULES as WORKER
 
 CASES = {
     # openstacksdk reads clouds.yaml only; the provider talks to Keystone itself on
@@ -34,7 +24,8 @@ CASES = {
         WORKER,
         {"openstack", "keystoneauth1", "requests", "cryptography", "kubernetes"},
     ),
-    "manager": (MANAGER, {"openstack", "keystoneauth1", "requests", "kubernetes"}),
+    # The manager loads cryptography only to make a self-signed serving certificate.
+    "manager": (MANAGER, {"openstack", "keystoneauth1", "requests", "kubernetes", "cryptography"}),
 }
 
 

@@ -26,11 +26,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography import x509
-
-from pyccm import selfsigned
+if TYPE_CHECKING:
+    # Imported where a certificate is made: a manager serving given files (or no secure
+    # port) never maps cryptography (docs/architecture.md#lean-imports).
+    from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ def write_pair(directory: Path, cert_pem: bytes, key_pem: bytes) -> None:
 def self_signed(bind_address: str) -> tuple[bytes, bytes]:
     """A one-year self-signed certificate and its key, PEM (upstream's alternate names:
     localhost, 127.0.0.1, the host's name and the bind address)."""
+    from pyccm import selfsigned
+
     now = datetime.datetime.now(datetime.UTC)
     return selfsigned.self_signed(
         f"localhost@{int(now.timestamp())}",
@@ -164,6 +167,8 @@ def self_signed(bind_address: str) -> tuple[bytes, bytes]:
 
 
 def _alternative_names(bind_address: str) -> list[x509.GeneralName]:
+    from cryptography import x509
+
     names: list[x509.GeneralName] = []
     hostname = socket.gethostname()
     if hostname and hostname != "localhost":
