@@ -33,12 +33,12 @@ import urllib.error
 import urllib.request
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -71,11 +71,28 @@ def _installer() -> Any:
 
 
 INSTALL = _installer()
+# The newest pinned release, install.py's default: the one `pyccm.sim.openstack` models.
+NEWEST = str(INSTALL.DEFAULT_RELEASE)
+T = TypeVar("T")
 
 
 def release() -> str:
     """The OpenStack release under test: $OPENSTACK_RELEASE, else install.py's default."""
     return str(INSTALL.selected_release())
+
+
+def per_release(expected: Mapping[str, T], of: str | None = None) -> T:
+    """What a test expects of release `of` (default: the one under test), from a table that
+    states it for every pinned release. Where releases answer differently, a test says what
+    each one answers (docs/openstack-releases.md, "Differences"), never the loosest of them;
+    a release the table does not state is an error, so a new pin set is measured first."""
+    chosen = of or release()
+    if chosen not in expected:
+        raise LookupError(
+            f"no expectation for OpenStack {chosen} (stated: {', '.join(sorted(expected))}): "
+            "measure what it answers and add it"
+        )
+    return expected[chosen]
 
 
 def venv_root() -> Path:
