@@ -22,10 +22,14 @@ CASES = {
     # urllib3; cryptography serves the manager's TLS; kubeapi reads kubeconfigs itself.
     "worker": (
         WORKER,
-        {"openstack", "keystoneauth1", "requests", "cryptography", "kubernetes"},
+        {"openstack", "keystoneauth1", "requests", "cryptography", "kubernetes", "asyncio"},
     ),
-    # The manager loads cryptography only to make a self-signed serving certificate.
-    "manager": (MANAGER, {"openstack", "keystoneauth1", "requests", "kubernetes", "cryptography"}),
+    # The manager loads cryptography only to make a self-signed serving certificate, and
+    # asyncio only for zmq's CURVE authenticator (tcp:// buses).
+    "manager": (
+        MANAGER,
+        {"openstack", "keystoneauth1", "requests", "kubernetes", "cryptography", "asyncio"},
+    ),
 }
 
 

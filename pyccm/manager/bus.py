@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
 from pyccm.exposition import REPORT_MAX_AGE
 from pyccm.flags.addresses import ServerCurve, require_curve
@@ -60,6 +60,11 @@ from pyccm.protocol.messages import (
     encode,
 )
 from pyccm.protocol.views import Node, Service
+
+if TYPE_CHECKING:
+    # Imported when CURVE is on: zmq's authenticator thread loads asyncio, which a manager
+    # on ipc:// need not carry (docs/architecture.md#lean-imports).
+    from zmq.auth.thread import ThreadAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +285,8 @@ class BusServer:
         curve = self._settings.curve
         if curve is None:
             return None
+        from zmq.auth.thread import ThreadAuthenticator
+
         auth = ThreadAuthenticator(self._context)
         auth.start()
         keys = AuthorizedKeys(curve.authorized)

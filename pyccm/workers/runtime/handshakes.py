@@ -10,9 +10,9 @@ waiting line (runtime/waiting.py) its reason.
 from __future__ import annotations
 
 import logging
+import struct
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,17 @@ def watch(dealer: zmq.Socket[bytes]) -> zmq.Socket[bytes]:
     )
 
 
+def monitor_event(frames: list[bytes]) -> tuple[int, int]:
+    """(event, value) of a libzmq monitor message: a 6-byte frame (event id, 16 bits, then
+    value, 32 bits, native order) and the endpoint. Read here rather than with
+    `zmq.utils.monitor`, which imports asyncio (1.6 MiB per worker,
+    docs/architecture.md#lean-imports)."""
+    if len(frames) != 2 or len(frames[0]) != 6:
+        raise ValueError(f"not a monitor message: {len(frames)} frame(s)")
+    event, value = struct.unpack("=Hi", frames[0])
+    return event, value
+
+
 class Handshakes:
     """The handshake events of the DEALER open now. Used by the bus thread."""
 
@@ -58,19 +69,16 @@ class Handshakes:
         refused = False
         while True:
             try:
-                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                event, value = monitor_event(monitor.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 return refused
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._logged = False
                 self._in_a_row = 0
                 continue
             self.failures += 1
             self._in_a_row += 1
-            if (
-                event["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                and self._in_a_row < _NO_DETAIL_RUN
-            ):
+            if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and self._in_a_row < _NO_DETAIL_RUN:
                 continue
             refused = True
             # libzmq retries on its own; one line per run of failures, not one per retry.
@@ -81,6 +89,6 @@ class Handshakes:
                     "worker's public key in its authorized/ directory, and is server.key the "
                     "manager's?",
                     where,
-                    _FAILURES.get(event["event"], "failed"),
-                    event["value"],
+                    _FAILURES.get(event, "failed"),
+                    value,
                 )
