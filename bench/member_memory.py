@@ -1,0 +1,78 @@
+"""What a load balancer's members cost the service worker: kept, and allocated while syncing.
+
+Run: `.venv/bin/python -m bench.member_memory [nodes] [services]` (defaults 2000, 20).
+
+One OpenStack simulator process with `nodes` servers; in this process, the OpenStack
+provider ensures `services` load balancers at once (one thread each, as the service worker's
+sync threads do), every node a member of every pool, until each is done. Python's
+allocations are traced (tracemalloc) from just before the first ensure: it prints the peak
+and what is still allocated after a `gc.collect()`, per member. The tree's service worker
+keeps its peak (Python's arenas are not returned once fragmented), so the peak is what a
+convergence costs it for good (`bench/results/lean_tree.md`).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+import tracemalloc
+from contextlib import ExitStack
+
+from bench.provider_on_sim import openstack_on_sim
+from bench.service_scale import _baseline_nodes, _baseline_service
+from pyccm import lifetime
+from pyccm.protocol.views import Node, Service
+from pyccm.provider.errors import RetryAfter
+from pyccm.provider.interface import LoadBalancers
+
+POLL = 0.5
+POLLS = 600
+
+
+def ensure_until_done(lbs: LoadBalancers, service: Service, nodes: tuple[Node, ...]) -> None:
+    for _ in range(POLLS):
+        try:
+            lbs.ensure(service=service, nodes=nodes)
+            return
+        except RetryAfter:
+            time.sleep(POLL)
+    raise SystemExit(f"{service.key} was not done after {POLLS} polls")
+
+
+def main(argv: list[str]) -> int:
+    count = int(argv[0]) if argv else 2000
+    services = int(argv[1]) if len(argv) > 1 else 20
+    lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
+    with ExitStack() as stack:
+        cloud, _ = openstack_on_sim(stack, nodes=count, latency_ms=0, prefix="pyccm-members-")
+        lbs = cloud.load_balancers()
+        assert lbs is not None
+        nodes = _baseline_nodes(count)
+        wanted = [_baseline_service(i) for i in range(services)]
+        gc.collect()
+        tracemalloc.start()
+        threads = [
+            threading.Thread(target=ensure_until_done, args=(lbs, service, nodes))
+            for service in wanted
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        _, peak = tracemalloc.get_traced_memory()
+        gc.collect()
+        kept, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    members = count * services
+    print(
+        f"{services} load balancers x {count} members ({members} members), ensured at once: "
+        f"peak {peak / 2**20:.1f} MiB ({peak / members:.0f} B per member), "
+        f"kept {kept / 2**20:.1f} MiB ({kept / members:.0f} B per member)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
