@@ -126,3 +126,23 @@ def test_an_answer_stands_for_max_age_and_for_the_provider_id_it_was_asked_with(
 
     assert cloud.calls_of("instances_metadata") == [f"{NODES} nodes", f"{NODES} nodes"]
     assert cloud.calls_of("instance_metadata") == ["n2"]
+
+
+def test_a_batch_slower_than_max_age_still_answers_every_node() -> None:
+    clock = Clock()
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    cloud = FakeCloud(sleep=sleep)
+    for index in range(NODES):
+        cloud.add_server(f"n{index}")
+    cloud.set_delay("instances_metadata", MAX_AGE + 5)  # a busy cloud
+    nodes = [waiting(f"n{i}") for i in range(NODES)]
+    answers = batch(cloud, nodes, clock)
+
+    for each in nodes:
+        answers.metadata(each)
+
+    assert cloud.calls_of("instances_metadata") == [f"{NODES} nodes"]
+    assert cloud.calls_of("instance_metadata") == []

@@ -15,7 +15,7 @@ queues them (5,000 nodes: 5 + 100 calls instead of 10,000 every
 
 Bounds: fewer than `BATCH_MIN` nodes waiting are each looked up alone (a listing of a
 large project costs more than a few lookups); an answer is used for at most `MAX_AGE`
-seconds after the batch asked for it, and only while the node's providerID is the one it
+seconds after the batch that gave it ended, and only while the node's providerID is the one it
 was asked about; a node is in at most one batch per `MAX_AGE`, so a node that keeps
 failing (no server, a provided-node-ip mismatch) is retried alone, never in a new batch.
 """
@@ -117,8 +117,11 @@ class MetadataBatch:
         except ProviderError as error:
             log.warning("looking up %d nodes at once failed: %s; each alone", len(nodes), error)
             answers = {}
+        # Answers age from the batch's end: a batch slowed by a busy cloud (a minute, seen
+        # at 5,000 nodes) must not hand out answers already too old to take.
+        done = self._clock()
         with self._lock:
             for node in nodes:
-                self._asked[node.name] = now
+                self._asked[node.name] = done
                 if node.name in answers:
                     self._answers[node.name] = (node.spec.provider_id, answers[node.name])
