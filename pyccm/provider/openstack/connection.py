@@ -90,6 +90,7 @@ class Connection:
         self._tls = dict(tls)
         self._user_agent = user_agent
         self._throttle = throttle
+        # `<scheme>_proxy` and `no_proxy` (as "no") from the environment, read once.
         self._proxies = urllib.request.getproxies()
         self._lock = threading.Lock()
         self._endpoints: dict[ServiceType, str] = {}
@@ -177,7 +178,7 @@ class Connection:
     def _pool(self, url: str) -> urllib3.PoolManager:
         scheme, host = _scheme_and_host(url)
         proxy = self._proxies.get(scheme)
-        if proxy and urllib.request.proxy_bypass(host):
+        if proxy and bypassed(host, self._proxies.get("no", "")):
             proxy = None
         with self._lock:
             pool = self._pools.get(proxy)
@@ -197,9 +198,18 @@ class Connection:
             pool.clear()
 
 
+def bypassed(host: str, no_proxy: str) -> bool:
+    """Whether `no_proxy` (`*`, or comma-separated names, each matching itself and its
+    subdomains, a leading dot optional) exempts `host` from the proxy, as urllib reads it."""
+    for entry in (e.strip().lstrip(".").lower() for e in no_proxy.split(",")):
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return True
+    return False
+
+
 def _scheme_and_host(url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(url)
-    return parts.scheme, parts.hostname or ""
+    return parts.scheme, (parts.hostname or "").lower()
 
 
 # --- building one ------------------------------------------------------------------------------
