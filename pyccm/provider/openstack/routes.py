@@ -41,7 +41,6 @@ the route back forever.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import re
 import threading
@@ -76,7 +75,7 @@ _Failed = list[tuple[Route, ProviderError]]
 
 # oslo.middleware's default `max_request_body_size`, Neutron's limit on a request body.
 MAX_BODY_BYTES = 114_688
-_ENVELOPE_BYTES = len(json.dumps({"router": {"routes": []}}))
+_ENVELOPE_BYTES = len(msgspec.json.encode({"router": {"routes": []}}))
 # Up to this many next hops are looked up with one `fixed_ips` query each (a node join
 # costs one small query); more, and one listing of the router networks' ports is cheaper.
 LOOKUPS_ONE_BY_ONE = 8
@@ -123,8 +122,10 @@ def _body(routes: Iterable[RouterRoute]) -> dict[str, dict[str, list[dict[str, s
 
 
 def _entry_bytes(entry: RouterRoute) -> int:
-    # As the client encodes it (json.dumps' default separators), plus the ", " between entries.
-    return len(json.dumps({"destination": entry.destination, "nexthop": entry.nexthop})) + 2
+    # As the client encodes it (msgspec's compact JSON), plus the "," between entries.
+    return (
+        len(msgspec.json.encode({"destination": entry.destination, "nexthop": entry.nexthop})) + 1
+    )
 
 
 def chunks(

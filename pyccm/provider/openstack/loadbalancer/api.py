@@ -21,7 +21,6 @@ real conflict and fails the sync.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -152,8 +151,8 @@ class BodyLimit:
 
 
 def body_size(body: Body) -> int:
-    """The bytes of `body` as the HTTP client sends it (json.dumps' default separators)."""
-    return len(json.dumps(body, allow_nan=False).encode())
+    """The bytes of `body` as the HTTP client sends it (msgspec's compact JSON)."""
+    return len(msgspec.json.encode(body))
 
 
 class Api:

@@ -37,8 +37,8 @@ from pyccm.provider.openstack.loadbalancer.api import (
 from pyccm.provider.openstack.loadbalancer.desired import PoolSpec, member_key
 from pyccm.provider.openstack.loadbalancer.resources import Member
 
-# ", " between two list items, as json.dumps writes them.
-_SEPARATOR = 2
+# "," between two list items, as msgspec writes them.
+_SEPARATOR = 1
 # Entries of `JustWritten` are used once, by the next sync; a pool that never gets one
 # (its load balancer was deleted meanwhile) leaves its entry behind: keep them bounded.
 MAX_JUST_WRITTEN = 10_000
