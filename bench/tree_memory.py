@@ -69,6 +69,7 @@ WORKERS = ("cloud-node", "cloud-node-lifecycle", "service-0", "route")
 # app and what its app builds (tests/test_lean_imports.py checks what they must not load).
 WORKER_MODULES = (
     "pyccm.cli",
+    "pyccm.workers.cli",
     "pyccm.workers.app",
     "pyccm.provider.openstack",
     "pyccm.provider.openstack.cloud",
@@ -78,7 +79,7 @@ WORKER_MODULES = (
     "pyccm.provider.openstack.instances",
     *(f"pyccm.workers.{name}.controller" for name in ("node", "lifecycle", "service", "route")),
 )
-MANAGER_MODULES = ("pyccm.cli", "pyccm.manager.app", "pyccm.manager.http")
+MANAGER_MODULES = ("pyccm.cli", "pyccm.manager.cli", "pyccm.manager.app", "pyccm.manager.http")
 # (label, modules imported): each step in a fresh interpreter; "" imports nothing.
 LADDER: tuple[tuple[str, str], ...] = (
     ("bare python (venv, site)", ""),
@@ -94,7 +95,7 @@ LADDER: tuple[tuple[str, str], ...] = (
     ("openstack (loaded only to read a clouds.yaml)", "openstack"),
     ("kubernetes.client (no longer loaded)", "kubernetes.client"),
     (
-        "a worker: " + ", ".join(WORKER_MODULES[:2]) + ", the provider, the controllers",
+        "a worker: " + ", ".join(WORKER_MODULES[:3]) + ", the provider, the controllers",
         ", ".join(WORKER_MODULES),
     ),
     ("the manager: " + ", ".join(MANAGER_MODULES), ", ".join(MANAGER_MODULES)),

@@ -1,25 +1,25 @@
 """The `pyccm` command line: one entry point, one sub-command per process kind.
 
-Each part of the tree registers its own sub-command from a light module (argparse only),
-and imports its heavy dependencies (aiohttp, openstacksdk, zmq) inside the
-command's run function, so `pyccm --help` answers at once.
+Each part of the tree registers its own sub-command from its own module, and only the module
+of the command that runs is imported (all of them for `pyccm --help`): a worker does not
+carry the demo's, the simulators' or the manager's code (docs/architecture.md#lean-imports).
+Heavy dependencies (aiohttp, zmq) are imported inside a command's run function, so
+`pyccm --help` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any, NoReturn
 
-from pyccm import __version__, demo, gc_command, keys_command, lifetime, plan_command, tree_command
-from pyccm.manager import cli as manager_cli
+from pyccm import __version__, lifetime
 from pyccm.provider.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP
-from pyccm.sim import cli as sim_cli
-from pyccm.workers import cli as worker_cli
 
 DESCRIPTION = """\
 pyccm is a Kubernetes cloud-controller-manager for OpenStack. A manager process holds
@@ -83,6 +83,19 @@ def _libzmq() -> str:
     return str(zmq.zmq_version())
 
 
+# Each command and the module whose `register` adds it.
+COMMANDS: Mapping[str, str] = {
+    "demo": "pyccm.demo",
+    "manager": "pyccm.manager.cli",
+    "worker": "pyccm.workers.cli",
+    "keys": "pyccm.keys_command",
+    "gc": "pyccm.gc_command",
+    "plan": "pyccm.plan_command",
+    "sim": "pyccm.sim.cli",
+    "tree": "pyccm.tree_command",
+}
+
+
 class VersionAction(argparse.Action):
     """Like argparse's "version" action, but the report is built only when asked for:
     it imports zmq, which `pyccm --help` should not pay for."""
@@ -95,7 +108,8 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `only`, that command alone is registered (and imported)."""
     parser = argparse.ArgumentParser(
         prog="pyccm",
         description=DESCRIPTION,
@@ -110,14 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, help="what to run (one of the below)"
     )
-    demo.register(commands)
-    manager_cli.register(commands)
-    worker_cli.register(commands)
-    keys_command.register(commands)
-    gc_command.register(commands)
-    plan_command.register(commands)
-    sim_cli.register(commands)
-    tree_command.register(commands)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).register(commands)
     return parser
 
 
@@ -128,8 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # prometheus_client needs the directory to exist before the first metric is made.
     if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(given[0] if given and given[0] in COMMANDS else None)
+    args = parser.parse_args(given)
     code: int = args.run(args)
     return code
 
