@@ -255,14 +255,17 @@ ADDITIONAL_VIP_FIELDS = per_release(
     {
         "2026.2": ["ip_address", "port_id", "subnet_id"],
         "2024.1": ["ip_address", "subnet_id"],
+        "2025.1": ["ip_address", "port_id", "subnet_id"],
     }
 )
 
 
 def test_octavia_offers_additional_vips(real_cloud: RealCloud) -> None:
-    # Octavia 19 (2026.2) offers API 2.30, Octavia 14 (2024.1) 2.28: both have 2.26's
-    # `additional_vips`, so the dual-stack Services below get one load balancer on both.
-    assert octavia_version(real_cloud) == per_release({"2026.2": (2, 30), "2024.1": (2, 28)})
+    # Octavia 19 (2026.2) and 16.1 (2025.1) offer API 2.30, Octavia 14 (2024.1) 2.28: all
+    # have 2.26's `additional_vips`, so the dual-stack Services below get one load balancer.
+    assert octavia_version(real_cloud) == per_release(
+        {"2026.2": (2, 30), "2025.1": (2, 30), "2024.1": (2, 28)}
+    )
 
 
 @pytest.mark.parametrize(

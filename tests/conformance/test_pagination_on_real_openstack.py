@@ -72,6 +72,10 @@ POOL = per_release(
         "2024.1": PoolCase(
             members=1_001, request_timeout=300, converge_timeout=900, test_timeout=1800
         ),
+        # Octavia 16 lists members with a limited graph (`limited_graph`): no longer quadratic.
+        "2025.1": PoolCase(
+            members=1_500, request_timeout=0, converge_timeout=180, test_timeout=600
+        ),
     }
 )
 SERVERS = 1_500

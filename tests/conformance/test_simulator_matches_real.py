@@ -322,11 +322,16 @@ def test_a_member_update_over_the_body_limit_is_413_and_additive_only_keeps_the_
 
 
 # A route over the limit, per release (docs/openstack-releases.md, difference 1): Neutron
-# 29's `router_route` quota, Neutron 24's `max_routes` (no such quota before Neutron 29).
+# 29's `router_route` quota, Neutron 24's and 26's `max_routes` (no such quota before 29).
 # pyccm's route worker recognises both (`routes.py`), keeps the routes that fit and warns.
 ROUTE_LIMIT_ANSWERS = {
     "2026.2": (409, "OverQuota", "Quota exceeded for resources: ['router_route']."),
     "2024.1": (
+        400,
+        "RoutesExhausted",
+        "Unable to complete operation for {router}. The number of routes exceeds the maximum 30.",
+    ),
+    "2025.1": (
         400,
         "RoutesExhausted",
         "Unable to complete operation for {router}. The number of routes exceeds the maximum 30.",
@@ -449,6 +454,9 @@ class InterfaceAnswers:
 
 INTERFACE_ANSWERS = {
     "2026.2": InterfaceAnswers(),
+    # Neutron 26's `_make_router_interface_info` says tenant_id too; the list body is its
+    # 500, as Neutron 29's (measured).
+    "2025.1": InterfaceAnswers(project_key="tenant_id"),
     "2024.1": InterfaceAnswers(
         project_key="tenant_id",
         # Neutron 29 (and the simulator) fail on the list with a 500.
