@@ -4,7 +4,6 @@ Counted in the simulator's access log."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from pyccm.provider.openstack.keystone import RENEW_BEFORE
 from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from tests.support.ports import free_port
 
 
 def client_for(conf: Path) -> OpenStackClient:
@@ -77,16 +77,10 @@ def test_a_token_within_the_renewal_margin_of_its_expiry_is_renewed_before_use(
     assert token_requests(short_tokens, mark) == 4
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_calls_go_through_the_environments_proxy_unless_no_proxy_names_the_host(
     sim: OpenStackSimHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proxy_port = closed_port()
+    proxy_port = free_port()  # nothing listens there: a call through it fails
     monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy_port}")
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
