@@ -278,6 +278,8 @@ class OpenStackClient:
             return step(service)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._transport_error(request, "GET", "(catalog)", exc) from exc
+        except CloudError as exc:
+            raise self._scrubbed(exc) from None
 
     def call(
         self,
@@ -380,9 +382,9 @@ class OpenStackClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._metrics.observe(request, self._clock() - started, failed=True)
             raise self._transport_error(request, sent.method, sent.path, exc) from exc
-        except CloudError:
+        except CloudError as exc:  # Keystone's refusal, or no endpoint in its catalog
             self._metrics.observe(request, self._clock() - started, failed=True)
-            raise
+            raise self._scrubbed(exc) from None
         self._metrics.observe(request, self._clock() - started, failed=response.status >= 400)
         return response
 
@@ -424,6 +426,14 @@ class OpenStackClient:
                 "cloud's limit: raise [oslo_middleware] max_request_body_size)"
             )
         return CloudError(message, status=status, retryable=status not in _NOT_RETRYABLE)
+
+    def _scrubbed(self, error: CloudError) -> CloudError:
+        """`error` with the configured secrets out of its message (Keystone's answers are
+        quoted in it)."""
+        message = self._redact(str(error))
+        if message == str(error):
+            return error
+        return CloudError(message, status=error.status, retryable=error.retryable)
 
     def _transport_error(self, request: str, method: str, path: str, exc: Exception) -> CloudError:
         detail = self._redact(str(exc))[:300]
