@@ -1,4 +1,4 @@
-"""The OpenStack provider: Keystone, Nova, Neutron and Octavia through openstacksdk.
+"""The OpenStack provider: Keystone, Nova, Neutron and Octavia, raw REST on urllib3.
 
 `create_cloud` is the registry's factory (`--cloud-provider openstack`). It reads and
 validates `cloud.conf` at once (a bad file is a `ConfigError`, exit code 2) and builds the

@@ -151,7 +151,7 @@ class OpenStackCloud:
             return self.client.connect(settings)
         except ConfigError:
             raise
-        except Exception as exc:  # keystoneauth's refusal of the options
+        except Exception as exc:  # anything else the new options break while building it
             raise ConfigError(
                 f"{settings.path}: [Global]: the new credentials cannot make a connection "
                 f"({type(exc).__name__})"
