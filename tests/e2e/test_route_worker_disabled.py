@@ -36,8 +36,16 @@ def test_an_empty_cluster_cidr_disables_only_the_route_worker(tree: Tree) -> Non
     )
     assert len(said) == 1
     assert tree.cloud.routes() == set()
-    status = supervisorctl(tree.world, "status", "worker-route").split()
-    assert status[:2] == ["worker-route", "RUNNING"]
+    # supervisord says RUNNING once the program has stayed up its `startsecs`: the line
+    # above can come before that (STARTING), never a restart (BACKOFF, a second spawn).
+    wait_for(
+        lambda: (
+            supervisorctl(tree.world, "status", "worker-route").split()[:2]
+            == ["worker-route", "RUNNING"]
+        ),
+        timeout=30,
+        what="supervisord reports the disabled route worker RUNNING",
+    )
     assert log.read_text().count("spawned: 'worker-route'") == 1
 
 
