@@ -65,3 +65,19 @@ def test_a_process_does_not_load_what_it_does_not_run(kind: str) -> None:
         )
         == []
     )
+
+
+def test_the_manager_makes_its_self_signed_certificate_without_loading_cryptography() -> None:
+    """The secure port's generated certificate comes from a child process
+    (`pyccm.manager.certificate`): the manager serves it and never maps cryptography."""
+    code = (
+        "import sys\n"
+        "from pyccm.manager.serving import ServingSettings, server_context\n"
+        "server_context(ServingSettings())\n"
+        "print('cryptography' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+
+    assert done.stdout.split() == ["False"]

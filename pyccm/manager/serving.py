@@ -15,23 +15,22 @@ be restricted (in Go neither), so they are accepted and change nothing.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import logging
 import os
 import shutil
-import socket
 import ssl
+import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    # Imported where a certificate is made: a manager serving given files (or no secure
-    # port) never maps cryptography (docs/architecture.md#lean-imports).
-    from cryptography import x509
+from pyccm import lifetime
+
+# A child process makes the certificate (`pyccm.manager.certificate`): at most this long.
+CERTIFICATE_TIMEOUT = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -154,32 +153,23 @@ def write_pair(directory: Path, cert_pem: bytes, key_pem: bytes) -> None:
 
 
 def self_signed(bind_address: str) -> tuple[bytes, bytes]:
-    """A one-year self-signed certificate and its key, PEM (upstream's alternate names:
-    localhost, 127.0.0.1, the host's name and the bind address)."""
-    from pyccm import selfsigned
-
-    now = datetime.datetime.now(datetime.UTC)
-    return selfsigned.self_signed(
-        f"localhost@{int(now.timestamp())}",
-        _alternative_names(bind_address),
-        lifetime=datetime.timedelta(days=365),
+    """A one-year self-signed certificate and its key, PEM, made by a child process
+    (`pyccm.manager.certificate`), so that the manager never loads cryptography."""
+    child = lifetime.spawn(
+        [sys.executable, "-m", "pyccm.manager.certificate", bind_address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-
-
-def _alternative_names(bind_address: str) -> list[x509.GeneralName]:
-    from cryptography import x509
-
-    names: list[x509.GeneralName] = []
-    hostname = socket.gethostname()
-    if hostname and hostname != "localhost":
-        names.append(x509.DNSName(hostname))
     try:
-        address = ipaddress.ip_address(bind_address)
-    except ValueError:
-        return names
-    if not address.is_unspecified:
-        names.append(x509.IPAddress(address))
-    return names
+        out, err = child.communicate(timeout=CERTIFICATE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        lifetime.stop(child)
+        raise ValueError("making a self-signed certificate timed out") from None
+    marker = out.find(b"-----BEGIN PRIVATE KEY-----")
+    if child.returncode != 0 or marker <= 0:
+        reason = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise ValueError(f"making a self-signed certificate failed: {reason[0]}")
+    return out[:marker], out[marker:]
 
 
 def peer_identity(certificate: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
