@@ -11,6 +11,7 @@ The runtime holds no build tool, compiler or test dependency.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -94,6 +95,27 @@ def test_pyccm_says_its_version_as_the_images_user(image: Container) -> None:
     where = in_image(image, "python3", "-c", "import pyccm; print(pyccm.__file__)").strip()
     assert where.startswith("/app/.venv/lib/"), where
     assert not (image.rootfs / "app" / "pyccm").exists()
+
+
+SOURCES = (
+    "import hashlib, json, pathlib, pyccm; root = pathlib.Path(pyccm.__file__).parent; "
+    "print(json.dumps({str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() "
+    "for p in sorted(root.rglob('*.py'))}))"
+)
+
+
+def test_the_images_pyccm_is_the_checkouts(image: Container) -> None:
+    """Every module of the checkout, byte for byte: a cached wheel of the same version
+    must not stand in for changed sources (uv keys a local project's built wheel on
+    pyproject.toml, not on its modules; the Containerfile refreshes it)."""
+    root = REPO / "pyccm"
+    checkout = {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+    assert json.loads(in_image(image, "python3", "-c", SOURCES)) == checkout
 
 
 DISTRIBUTIONS = (
