@@ -254,11 +254,11 @@ class Step:
     modules: int
 
 
-def import_step(modules: str) -> Step:
-    """A fresh interpreter that imports `modules` and reads its own smaps_rollup."""
-    code = (f"import {modules}\n" if modules else "") + CHILD
-    done = subprocess.run(
-        [sys.executable, "-c", code],
+def python(*args: str) -> subprocess.CompletedProcess[str]:
+    """This venv's Python run with `args` from the repository, as the tree's processes run
+    (`child_env`), tied to this process; its output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -267,6 +267,12 @@ def import_step(modules: str) -> Step:
         check=False,
         **lifetime.tied(),
     )
+
+
+def import_step(modules: str) -> Step:
+    """A fresh interpreter that imports `modules` and reads its own smaps_rollup."""
+    code = (f"import {modules}\n" if modules else "") + CHILD
+    done = python("-c", code)
     if done.returncode != 0:
         raise SystemExit(f"import {modules} failed: {done.stderr.strip().splitlines()[-1:]}")
     count, _, rollup = done.stdout.partition("\n")
@@ -304,16 +310,7 @@ def parse_importtime(stderr: str) -> list[ImportTime]:
 
 
 def import_times(module: str) -> list[ImportTime]:
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        env=child_env(),
-        check=False,
-        **lifetime.tied(),
-    )
+    done = python("-X", "importtime", "-c", f"import {module}")
     if done.returncode != 0:
         raise SystemExit(f"python -X importtime -c 'import {module}' exited {done.returncode}")
     return parse_importtime(done.stderr)

@@ -30,7 +30,7 @@ import logging
 import os
 import ssl
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -428,17 +428,7 @@ def _exec_spec(
 
 
 def _with_certificate(spec: ExecSpec, certificate: ClientCertificate | None) -> ExecSpec:
-    if certificate is None:
-        return spec
-    return ExecSpec(
-        api_version=spec.api_version,
-        command=spec.command,
-        args=spec.args,
-        env=spec.env,
-        install_hint=spec.install_hint,
-        cluster=spec.cluster,
-        certificate=certificate,
-    )
+    return spec if certificate is None else replace(spec, certificate=certificate)
 
 
 def _exec_cluster(endpoint: Endpoint, cluster: _Cluster) -> dict[str, object]:

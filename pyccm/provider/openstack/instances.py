@@ -129,7 +129,6 @@ class OpenStackInstances:
         self._live = settings
         self._lock = threading.Lock()
         self._flavor_names: dict[str, str] = {}
-        self._microversion: str | bool | None = False  # False = not negotiated yet
 
     @property
     def _settings(self) -> OpenStackSettings:
@@ -171,15 +170,7 @@ class OpenStackInstances:
         """`instance_metadata` of every node the listing places, by node name."""
         if not nodes:
             return {}
-        servers = self._client.list_all(
-            Server,
-            "compute",
-            "/servers/detail",
-            key="servers",
-            request="server_list",
-            params={"limit": SERVER_PAGE},
-            microversion=self._compute_microversion(),
-        )
+        servers = self._servers({"limit": SERVER_PAGE})
         placed = self._placed(nodes, servers)
         ports = self._ports_of_servers(sorted({server.id for server in placed.values()}))
         return {
@@ -264,16 +255,20 @@ class OpenStackInstances:
             raise InstanceNotFound(f"server {server_id} of node {node.name} not found") from exc
         return envelope.server
 
-    def _server_by_name(self, name: str) -> Server:
-        servers = self._client.list_all(
+    def _servers(self, params: dict[str, str | int]) -> list[Server]:
+        """Every server `params` selects, whole (with the negotiated microversion)."""
+        return self._client.list_all(
             Server,
             "compute",
             "/servers/detail",
             key="servers",
             request="server_list",
-            params={"name": f"^{quote_meta(name)}$"},
+            params=params,
             microversion=self._compute_microversion(),
         )
+
+    def _server_by_name(self, name: str) -> Server:
+        servers = self._servers({"name": f"^{quote_meta(name)}$"})
         if not servers:
             raise InstanceNotFound(f"no server named {name!r}")
         if len(servers) > 1:
@@ -281,14 +276,8 @@ class OpenStackInstances:
         return servers[0]
 
     def _compute_microversion(self) -> str | None:
-        """2.47 when Nova offers it (read from version discovery once), else none."""
-        with self._lock:
-            if self._microversion is False:
-                self._microversion = self._negotiate_microversion()
-            return self._microversion if isinstance(self._microversion, str) else None
-
-    def _negotiate_microversion(self) -> str | None:
-        # A CloudError is not cached: the next lookup negotiates again.
+        """2.47 when Nova offers it, else none. Nova's version document is read once per
+        connection (`Connection.compute_microversion`; a failed read is asked again)."""
         highest = self._client.compute_microversion()
         return "2.47" if highest is not None and highest >= FLAVOR_MICROVERSION else None
 
