@@ -28,7 +28,7 @@ from keystoneauth1.identity import v3
 
 from bench.provider_on_sim import openstack_on_sim
 from pyccm import lifetime
-from pyccm.provider.openstack.connection import auth_arguments
+from pyccm.provider.openstack.connection import auth_method
 
 
 def cpu_per_call_ms(call: Callable[[], object], calls: int) -> float:
@@ -45,9 +45,10 @@ def main(argv: list[str]) -> int:
     with ExitStack() as stack:
         cloud, _ = openstack_on_sim(stack, nodes=1, latency_ms=0, prefix="pyccm-http-cpu-")
         client = cloud.client
-        _, auth = auth_arguments(cloud.settings.global_)
+        g = cloud.settings.global_
+        _, options = auth_method(g)
         nova = adapter.Adapter(
-            session.Session(auth=v3.Password(**auth)),  # type: ignore[arg-type]
+            session.Session(auth=v3.Password(auth_url=g.auth_url, **options)),  # type: ignore[arg-type]
             service_type="compute",
             interface="public",
         )

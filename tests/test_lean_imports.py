@@ -11,16 +11,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from bench.tree_memory import MANAGER_MODULES as MANAGER
 from bench.tree_memory import WORKER_MODULES as WORKER
+from pyccm.sim.openstack.seed import CLOUD_NAME
+from pyccm.sim.openstack.testing import OpenStackSimHandle
 
 # Packages (and pyccm's own modules) by name: each stands for itself and what is below it.
 CASES = {
-    # openstacksdk reads clouds.yaml only; the provider talks to Keystone itself on
-    # urllib3; cryptography serves the manager's TLS; kubeapi reads kubeconfigs itself;
+    # openstacksdk (clouds.yaml) and keystoneauth1 (Keystone) run in short-lived children,
+    # and the provider's calls go out on urllib3; cryptography serves the manager's TLS; kubeapi reads kubeconfigs itself;
     # the `pyccm` entry point imports only the module of the command that runs.
     "worker": (
         WORKER,
@@ -81,3 +84,35 @@ def test_the_manager_makes_its_self_signed_certificate_without_loading_cryptogra
     )
 
     assert done.stdout.split() == ["False"]
+
+
+def test_a_worker_with_use_clouds_authenticates_without_loading_the_openstack_libraries(
+    sim: OpenStackSimHandle, tmp_path: Path
+) -> None:
+    """clouds.yaml is read by openstacksdk's loader and Keystone is asked by keystoneauth1,
+    each in a child process (`clouds.py`, `authenticate.py`): the worker that reads
+    `use-clouds = true` and makes a cloud call keeps neither library, nor requests."""
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(
+        "[Global]\nuse-clouds = true\n"
+        f"clouds-file = {sim.clouds_yaml_path}\ncloud = {CLOUD_NAME}\n"
+    )
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from pyccm.provider.openstack.client import build_client\n"
+        "from pyccm.provider.openstack.config import load_settings\n"
+        "from pyccm.provider.settings import ProviderSettings\n"
+        f"settings = load_settings(Path({str(conf)!r}), environ={{}})\n"
+        "client = build_client(settings=settings, provider_settings=ProviderSettings())\n"
+        "client.call('compute', 'GET', '/flavors', request='flavor_list')\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = set(json.loads(done.stdout))
+
+    heavy = ("openstack", "keystoneauth1", "requests")
+    assert sorted(m for m in loaded if m.split(".")[0] in heavy) == []
+    assert "pyccm.provider.openstack.config" in loaded  # it did read the settings

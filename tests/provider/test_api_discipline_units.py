@@ -8,7 +8,7 @@ import pytest
 from pyccm.provider.errors import ConfigError
 from pyccm.provider.openstack.client import TokenBucket, retry_after_seconds
 from pyccm.provider.openstack.config import GlobalSettings
-from pyccm.provider.openstack.connection import auth_arguments, identity
+from pyccm.provider.openstack.connection import auth_method
 from pyccm.provider.openstack.features import OctaviaFeatures, parse_version_list
 
 
@@ -108,36 +108,53 @@ def test_password_auth_fills_user_and_project_domains_from_domain_name() -> None
         auth_url="http://k/v3", username="u", password="p", tenant_name="t", domain_name="Default"
     )
 
-    assert auth_arguments(settings) == (
-        "v3password",
+    assert auth_method(settings) == (
+        "password",
         {
-            "auth_url": "http://k/v3",
             "username": "u",
-            "password": "p",
             "user_domain_name": "Default",
+            "password": "p",
             "project_name": "t",
             "project_domain_name": "Default",
         },
     )
 
 
-def test_application_credentials_win_and_need_no_project() -> None:
+@pytest.mark.parametrize(
+    ("credentials", "method"),
+    [
+        # upstream (gophercloud): a token clears the user and password; a password beats
+        # an application credential; a trust goes first, with the password method
+        ({"token": "tk", "password": "p", "user_id": "u"}, "token"),
+        ({"token": "tk", "application_credential_id": "ac"}, "token"),
+        ({"password": "p", "user_id": "u", "application_credential_id": "ac"}, "password"),
+        ({"application_credential_id": "ac"}, "application_credential"),
+        ({"trust_id": "tr", "token": "tk", "user_id": "u", "password": "p"}, "password"),
+    ],
+)
+def test_credentials_are_chosen_in_upstreams_precedence(
+    credentials: dict[str, str], method: str
+) -> None:
     settings = GlobalSettings(
         auth_url="http://k/v3",
-        username="u",
-        password="p",
+        application_credential_secret="shh",
+        **credentials,  # type: ignore[arg-type]
+    )
+
+    assert auth_method(settings)[0] == method
+
+
+def test_an_application_credential_needs_no_project() -> None:
+    settings = GlobalSettings(
+        auth_url="http://k/v3",
         tenant_name="t",
         application_credential_id="ac",
         application_credential_secret="shh",
     )
 
-    assert auth_arguments(settings) == (
-        "v3applicationcredential",
-        {
-            "auth_url": "http://k/v3",
-            "application_credential_id": "ac",
-            "application_credential_secret": "shh",
-        },
+    assert auth_method(settings) == (
+        "application_credential",
+        {"application_credential_id": "ac", "application_credential_secret": "shh"},
     )
 
 
@@ -146,58 +163,19 @@ def test_trust_auth_uses_the_trustee() -> None:
         auth_url="http://k/v3", trust_id="tr", trustee_id="tu", trustee_password="tp"
     )
 
-    assert auth_arguments(settings) == (
-        "v3password",
-        {"auth_url": "http://k/v3", "user_id": "tu", "password": "tp", "trust_id": "tr"},
+    assert auth_method(settings) == (
+        "password",
+        {"user_id": "tu", "password": "tp", "trust_id": "tr"},
     )
 
 
-def test_each_kind_of_credential_asks_keystone_for_its_token_as_keystoneauth_does() -> None:
-    """The bodies keystoneauth's v3 plugins send for the same settings (what pyccm sent
-    before it talked to Keystone itself)."""
-    password = GlobalSettings(
-        auth_url="http://k/v3", username="u", password="p", domain_id="d", tenant_name="t"
-    )
-    token = GlobalSettings(auth_url="http://k/v3", token="t", tenant_id="p")
-    credential = GlobalSettings(
-        auth_url="http://k/v3", application_credential_id="ac", application_credential_secret="s"
-    )
-    trust = GlobalSettings(
-        auth_url="http://k/v3", trust_id="tr", trustee_id="te", trustee_password="tp"
-    )
+def test_a_trust_falls_back_to_user_id_and_password_as_magnum_writes_it() -> None:
+    settings = GlobalSettings(auth_url="http://k/v3", trust_id="tr", user_id="u", password="p")
 
-    assert identity(password) == {
-        "auth": {
-            "identity": {
-                "methods": ["password"],
-                "password": {"user": {"name": "u", "domain": {"id": "d"}, "password": "p"}},
-            },
-            "scope": {"project": {"name": "t", "domain": {"id": "d"}}},
-        }
-    }
-    assert identity(token) == {
-        "auth": {
-            "identity": {"methods": ["token"], "token": {"id": "t"}},
-            "scope": {"project": {"id": "p"}},
-        }
-    }
-    assert identity(credential) == {
-        "auth": {
-            "identity": {
-                "methods": ["application_credential"],
-                "application_credential": {"id": "ac", "secret": "s"},
-            }
-        }
-    }
-    assert identity(trust) == {
-        "auth": {
-            "identity": {
-                "methods": ["password"],
-                "password": {"user": {"id": "te", "password": "tp"}},
-            },
-            "scope": {"OS-TRUST:trust": {"id": "tr"}},
-        }
-    }
+    assert auth_method(settings) == (
+        "password",
+        {"user_id": "u", "password": "p", "trust_id": "tr"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -212,13 +190,19 @@ def test_each_kind_of_credential_asks_keystone_for_its_token_as_keystoneauth_doe
             ),
             "application-credential-name",
         ),
+        (GlobalSettings(auth_url="http://k/v3", user_id="u"), "password"),
+        (GlobalSettings(auth_url="http://k/v3", trust_id="tr", user_id="u"), "trust-id"),
+        (
+            GlobalSettings(auth_url="http://k/v3", application_credential_secret="secret-1"),
+            "application-credential-secret",
+        ),
     ],
 )
 def test_identities_keystone_cannot_resolve_are_refused_naming_the_key(
     settings: GlobalSettings, key: str
 ) -> None:
     with pytest.raises(ConfigError) as refused:
-        identity(settings, path="/etc/cloud.conf")
+        auth_method(settings, path="/etc/cloud.conf")
 
     assert str(refused.value).startswith(f"/etc/cloud.conf: [Global] {key}: needs ")
     assert "secret-1" not in str(refused.value)

@@ -1,24 +1,33 @@
-"""The provider's own connection (pyccm/provider/openstack/connection.py, keystone.py) on the
-OpenStack simulator: when it asks Keystone for a token, and which proxy it goes through.
-Counted in the simulator's access log."""
+"""The provider's Keystone token (pyccm/provider/openstack/keystone.py, authenticate.py) on the
+OpenStack simulator: when it authenticates, how many times, through which proxy, how long a
+Keystone that does not answer can hold a caller, and that nothing shows a secret. Counted in
+the simulator's access log and in the process's metrics."""
 
 from __future__ import annotations
 
+import logging
+import re
+import socket
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from pyccm.provider.errors import CloudError
 from pyccm.provider.openstack.client import OpenStackClient, build_client
 from pyccm.provider.openstack.config import load_settings
-from pyccm.provider.openstack.connection import bypassed
-from pyccm.provider.openstack.keystone import RENEW_BEFORE
+from pyccm.provider.openstack.connection import bypassed, keystone_question
+from pyccm.provider.openstack.keystone import RENEW_BEFORE, Keystone
 from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.calllog import Seq
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.support.ports import free_port
+
+SIM_PASSWORD = "pyccm-sim-secret"
 
 
 def client_for(conf: Path) -> OpenStackClient:
@@ -31,6 +40,19 @@ def client_for(conf: Path) -> OpenStackClient:
     )
 
 
+def conf_with(sim: OpenStackSimHandle, tmp_path: Path, **changes: str) -> Path:
+    """The simulator's cloud.conf with `[Global]` keys replaced (a value of "" removes the
+    key); keys are given with underscores for dashes."""
+    lines = sim.cloud_conf_path.read_text().splitlines()
+    wanted = {key.replace("_", "-"): value for key, value in changes.items()}
+    kept = [line for line in lines if line.split("=")[0].strip() not in wanted]
+    at = kept.index("[Global]") + 1
+    kept[at:at] = [f"{key} = {value}" for key, value in wanted.items() if value]
+    path = tmp_path / "cloud.conf"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
 def token_requests(sim: OpenStackSimHandle, since: Seq) -> int:
     calls = sim.calls(since=since)
     return len([c for c in calls if c.method == "POST" and c.path.endswith("/auth/tokens")])
@@ -38,6 +60,11 @@ def token_requests(sim: OpenStackSimHandle, since: Seq) -> int:
 
 def flavors(client: OpenStackClient) -> bytes:
     return client.call("compute", "GET", "/flavors", request="flavor_list")
+
+
+def authentications(outcome: str) -> float:
+    value = REGISTRY.get_sample_value("pyccm_keystone_authentications_total", {"outcome": outcome})
+    return value or 0.0
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +104,159 @@ def test_a_token_within_the_renewal_margin_of_its_expiry_is_renewed_before_use(
     assert token_requests(short_tokens, mark) == 4
 
 
+@pytest.mark.parametrize(
+    "auth_path",
+    ["/identity/v3", "/identity/v3/", "/identity", "/identity/"],
+)
+def test_auth_url_with_or_without_its_version_is_found_by_discovery(
+    sim: OpenStackSimHandle, tmp_path: Path, auth_path: str
+) -> None:
+    root = sim.cloud_conf_path.read_text().split("auth-url = ")[1].split("/identity")[0]
+    client = client_for(conf_with(sim, tmp_path, auth_url=root + auth_path))
+    mark = sim.mark()
+    try:
+        flavors(client)
+    finally:
+        client.close()
+
+    posts = [c.path for c in sim.calls(since=mark) if c.method == "POST"]
+    assert posts == ["/identity/v3/auth/tokens"]
+
+
+def test_a_trust_with_user_id_and_password_authenticates_as_magnum_writes_it(
+    sim: OpenStackSimHandle, tmp_path: Path
+) -> None:
+    user_id = sim._cloud.keystone.user_id
+    conf = conf_with(
+        sim,
+        tmp_path,
+        username="",
+        tenant_name="",
+        domain_name="",
+        user_id=user_id,
+        trust_id="pyccm-trust",
+    )
+    client = client_for(conf)
+    mark = sim.mark()
+    try:
+        flavors(client)
+    finally:
+        client.close()
+
+    assert token_requests(sim, mark) == 1
+
+
+def test_concurrent_401s_on_one_token_make_one_authentication(sim: OpenStackSimHandle) -> None:
+    client = client_for(sim.cloud_conf_path)
+    try:
+        flavors(client)
+        sim.revoke_tokens()
+        mark = sim.mark()
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            answers = list(pool.map(lambda _: flavors(client), range(20)))
+    finally:
+        client.close()
+
+    assert len(answers) == 20
+    assert token_requests(sim, mark) == 1
+
+
+def test_a_failed_authentication_is_not_repeated_within_its_backoff(
+    sim: OpenStackSimHandle, tmp_path: Path
+) -> None:
+    client = client_for(conf_with(sim, tmp_path, password="not-the-password"))
+    mark = sim.mark()
+    refused_before = authentications("refused")
+    try:
+        for _ in range(5):
+            with pytest.raises(CloudError, match="HTTP 401"):
+                flavors(client)
+    finally:
+        client.close()
+
+    assert token_requests(sim, mark) == 1
+    assert authentications("refused") == refused_before + 1
+
+
+class SilentServer:
+    """Accepts connections and never answers: a hung Keystone."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            self.accepted.append(connection)
+
+    def close(self) -> None:
+        self.socket.close()
+        for connection in self.accepted:
+            connection.close()
+
+
+def test_a_hung_keystone_holds_the_callers_that_need_a_token_until_the_deadline_only(
+    sim: OpenStackSimHandle, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    hung = SilentServer()
+    conf = conf_with(sim, tmp_path, auth_url=f"http://127.0.0.1:{hung.port}/v3")
+    question = keystone_question(
+        load_settings(conf, environ={}).global_, path=conf, timeout=60.0, user_agent="test"
+    )
+    deadline = 3.0
+    keystone = Keystone(question=question, where="hung", deadline=deadline)
+    timeouts_before = authentications("timeout")
+    waited: list[float] = []
+
+    def need_a_token() -> str:
+        started = time.monotonic()
+        try:
+            keystone.token()
+        except CloudError as error:
+            return str(error)
+        finally:
+            waited.append(time.monotonic() - started)
+        return "authenticated"
+
+    try:
+        with caplog.at_level(logging.WARNING), ThreadPoolExecutor(max_workers=5) as pool:
+            errors = list(pool.map(lambda _: need_a_token(), range(5)))
+    finally:
+        hung.close()
+
+    assert all("no answer within 3 s" in error for error in errors)
+    # One child, killed at the deadline; the others waited for it, then failed at once
+    # (the failure's backoff): nobody waited much longer than the deadline.
+    assert authentications("timeout") == timeouts_before + 1
+    assert max(waited) < deadline + 2.0
+    assert [r for r in caplog.records if "no answer within" in r.getMessage()]
+
+
+def test_no_repr_shows_a_secret(sim: OpenStackSimHandle) -> None:
+    client = client_for(sim.cloud_conf_path)
+    try:
+        flavors(client)
+        connection = client.connection
+        token = connection.token()
+        shown = " ".join(
+            repr(thing)
+            for thing in (token, connection, connection.keystone, client._redact, client)
+        )
+    finally:
+        client.close()
+
+    assert token.id not in shown
+    assert SIM_PASSWORD not in shown
+    assert SIM_PASSWORD not in repr(load_settings(sim.cloud_conf_path, environ={}))
+
+
 def test_calls_go_through_the_environments_proxy_unless_no_proxy_names_the_host(
     sim: OpenStackSimHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,7 +276,7 @@ def test_calls_go_through_the_environments_proxy_unless_no_proxy_names_the_host(
         through_proxy.close()
         direct.close()
 
-    assert f"port={proxy_port}" in str(refused.value)
+    assert re.search(rf"\b{proxy_port}\b", str(refused.value))
     assert token_requests(sim, mark) == 1  # the direct client's only
 
 

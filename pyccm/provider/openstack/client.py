@@ -39,7 +39,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -59,8 +59,9 @@ from pyccm.provider.openstack.connection import (
     Connection,
     ServiceType,
     connect,
+    fault_message,
+    host_of,
 )
-from pyccm.provider.openstack.keystone import fault_message
 
 if TYPE_CHECKING:
     from pyccm.provider.openstack.config import OpenStackSettings
@@ -182,7 +183,7 @@ def _shared(
 class Redactor:
     """Replaces every configured secret in a message before it leaves the provider."""
 
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
@@ -370,18 +371,20 @@ class OpenStackClient:
         revoked early) authenticates again and repeats the request once."""
         connection = self._connection
         started = self._clock()
+        url = ""
         try:
             url = sent.url(connection.endpoint(service))
             for fresh_token in (False, True):
-                headers = sent.headers | connection.auth_headers()
+                token = connection.token()
+                headers = sent.headers | {"X-Auth-Token": token.id}
                 self._bucket.acquire()
                 response = connection.request(sent.method, url, headers=headers, body=sent.body)
                 if response.status != 401 or fresh_token:
                     break
-                connection.invalidate()
+                connection.invalidate(token)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._metrics.observe(request, self._clock() - started, failed=True)
-            raise self._transport_error(request, sent.method, sent.path, exc) from exc
+            raise self._transport_error(request, sent.method, sent.path, exc, url=url) from exc
         except CloudError as exc:  # Keystone's refusal, or no endpoint in its catalog
             self._metrics.observe(request, self._clock() - started, failed=True)
             raise self._scrubbed(exc) from None
@@ -435,8 +438,15 @@ class OpenStackClient:
             return error
         return CloudError(message, status=error.status, retryable=error.retryable)
 
-    def _transport_error(self, request: str, method: str, path: str, exc: Exception) -> CloudError:
-        detail = self._redact(str(exc))[:300]
+    def _transport_error(
+        self, request: str, method: str, path: str, exc: Exception, *, url: str = ""
+    ) -> CloudError:
+        detail = self._redact(" ".join(str(exc).split()))[:300]
+        if isinstance(exc, urllib3.exceptions.SSLError):
+            return CloudError(
+                f"{request}: TLS with {host_of(url or path)} failed "
+                f"({self._connection.tls_description}): {detail}"
+            )
         return CloudError(f"{request}: {method} {path} failed: {type(exc).__name__}: {detail}")
 
 

@@ -5,7 +5,8 @@ Upstream-compatible (reference §1): the same sections, keys, defaults and parsi
 that cannot work (an unknown `lb-provider`, an invalid CIDR in `address-sort-order`) pyccm
 refuses to start with one line naming the file, section and key, so a typo is found at
 deploy time rather than at the first Service. With `use-clouds = true` the empty `[Global]`
-values are filled from a `clouds.yaml` entry read by openstacksdk; values set in
+values are filled from a `clouds.yaml` entry read by openstacksdk's loader in a child
+process (`clouds.py`); values set in
 `cloud.conf` win, as upstream.
 
 Credentials live in `GlobalSettings` fields that are excluded from `repr`, so logging a
@@ -22,13 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from pyccm.provider.errors import ConfigError
+from pyccm.provider.openstack import child
 from pyccm.provider.openstack.gcfg import IniDocument, Section, parse_ini
 from pyccm.provider.openstack.reload import without_values
-from pyccm.provider.openstack.sdk import quiet_config_warnings
 
 KNOWN_LB_PROVIDERS = ("amphora", "amphorav2", "f5", "octavia", "ovn")
 KNOWN_CONTAINER_STORES = ("barbican", "external")
 KNOWN_SEARCH_ORDER = ("configDrive", "metadataService")
+# The child that reads clouds.yaml (`clouds.py`): its module and its deadline (it reads
+# local files; the time is openstacksdk's import, about a second).
+CLOUDS = "pyccm.provider.openstack.clouds"
+CLOUDS_DEADLINE = 60.0
 # Upstream's HTTP client timeout when `[Metadata] request-timeout` is unset or zero.
 DEFAULT_REQUEST_TIMEOUT = 60.0
 
@@ -354,25 +359,18 @@ _CLOUDS_TOP_FIELDS = {
 def _read_clouds_yaml(
     settings: GlobalSettings, *, conf_path: Path
 ) -> tuple[dict[str, Any], tuple[Path, ...]]:
-    """The named cloud's merged config dict, as openstacksdk resolves it, and the files
-    it was read from (clouds.yaml and, when there is one, secure.yaml)."""
-    from openstack import exceptions as sdk_exceptions
-    from openstack.config import loader
-
+    """The named cloud's entry, as openstacksdk's loader resolves it (in a child process:
+    `clouds.py`), and the files it was read from (clouds.yaml and any secure.yaml)."""
     where = f"{conf_path}: [Global] {'clouds-file' if settings.clouds_file else 'cloud'}"
-    files = [settings.clouds_file] if settings.clouds_file else None
     if settings.clouds_file and not Path(settings.clouds_file).is_file():
         raise ConfigError(f"{where}: {settings.clouds_file} does not exist")
+    question = {"clouds_file": settings.clouds_file, "cloud": settings.cloud}
     try:
-        with quiet_config_warnings():
-            config = loader.OpenStackConfig(config_files=files, load_envvars=False)
-            if settings.cloud and settings.cloud not in config.get_cloud_names():
-                raise ConfigError(f"{where}: no cloud named {settings.cloud!r} in clouds.yaml")
-            region = config.get_one(cloud=settings.cloud or None, validate=False)
-    except sdk_exceptions.ConfigException as exc:
-        raise ConfigError(f"{where}: clouds.yaml is not usable ({type(exc).__name__})") from None
-    found = (config.config_filename, config.secure_config_filename)
-    return dict(region.config), tuple(Path(name) for name in found if name)
+        entry = child.ask(CLOUDS, question, deadline=CLOUDS_DEADLINE)
+    except child.ChildError as refused:
+        raise ConfigError(f"{where}: {refused}") from None
+    files = tuple(Path(name) for name in entry.pop("files", ()))
+    return entry, files
 
 
 def merge_clouds_yaml(

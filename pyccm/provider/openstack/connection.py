@@ -1,12 +1,15 @@
 """The process's connection to the cloud: one urllib3 pool manager, one Keystone token.
 
-Every HTTP request of the provider (Keystone's token, Nova's version document, every call to
-Nova, Neutron and Octavia) goes out here, on urllib3 directly: one pool per host, the token
-in a header, nothing else on the way (docs/architecture.md#provider-http). keystoneauth and
-requests are not used: a call through keystoneauth's `Adapter` costs about three times the
-CPU of the same call here (`python -m bench.http_client_cpu`), and they and openstacksdk
-cost every worker megabytes of imports; openstacksdk is imported only where `clouds.yaml`
-is read (`config.py`). Keystone v3 itself is `keystone.py`.
+Every request to Nova, Neutron and Octavia (and Nova's version document) goes out here, on
+urllib3 directly: one pool per host, the token in a header, nothing else on the way
+(docs/architecture.md#provider-http). The token and the service catalog come from
+`keystone.py`, which has keystoneauth1 authenticate in a short-lived child process: the
+library's discovery, plugins and catalog, none of its imports resident here.
+
+`[Global]` becomes a keystoneauth1 v3 plugin by upstream's rules (`auth_method`): a trust
+first (the trustee's `trustee-id`/`trustee-password`, else `user-id`/`password`, as
+Magnum writes it), then a token, then a password, then an application credential;
+`domain-id`/`-name` fill the user and project domains that are not set.
 
 Endpoints, as upstream's gophercloud finds them: Neutron and Octavia at `<catalog root>/v2.0`
 (their API has one major version); Nova at its catalog URL when that names a version (it
@@ -18,26 +21,26 @@ Proxies: `http_proxy`/`https_proxy`/`no_proxy` from the environment, read once a
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 import urllib3
 
-from pyccm.provider.errors import CloudError
-from pyccm.provider.openstack.keystone import (
-    Keystone,
-    check_identity,
-    max_microversion,
-    request_body,
-)
+from pyccm.provider.errors import CloudError, ConfigError
+from pyccm.provider.openstack.keystone import CHILD_START, SERVICES, Keystone, Token
 
 if TYPE_CHECKING:
     from pyccm.provider.openstack.config import GlobalSettings, OpenStackSettings
+
+log = logging.getLogger(__name__)
 
 ServiceType = Literal["compute", "network", "load-balancer"]
 
@@ -61,33 +64,29 @@ class Answer:
 
     status: int
     body: bytes
-    headers: Mapping[str, str]
+    headers: Mapping[str, str] = field(repr=False)
 
 
 class Connection:
     """One set of credentials: its token, endpoints and HTTP pools. Thread-safe.
 
     Nothing is sent until the first call; `close` drops the pools. `throttle` is called
-    before every request this connection sends itself (Keystone's, Nova's version document);
-    the client calls it before each of its own.
+    before every request this connection sends itself (an authentication counts as one,
+    Nova's version document as one); the client calls it before each of its own.
     """
 
     def __init__(
         self,
         *,
-        identity: Mapping[str, Any],
-        auth_url: str,
-        interface: str,
-        region: str,
+        keystone: Mapping[str, Any],
         timeout: float,
         tls: Mapping[str, Any],
         user_agent: str,
         throttle: Callable[[], object] = lambda: None,
     ) -> None:
-        self._interface = interface
-        self._region = region or None
         self._timeout = urllib3.Timeout(connect=timeout, read=timeout)
         self._tls = dict(tls)
+        self.tls_description = str(keystone["tls"])
         self._user_agent = user_agent
         self._throttle = throttle
         # `<scheme>_proxy` and `no_proxy` (as "no") from the environment, read once.
@@ -96,21 +95,30 @@ class Connection:
         self._endpoints: dict[ServiceType, str] = {}
         self._microversions: dict[ServiceType, tuple[int, int] | None] = {}
         self._pools: dict[str | None, urllib3.PoolManager] = {}
-        self.keystone = Keystone(auth_url=auth_url, body=dict(identity), send=self._send)
+        auth_url = str(keystone["auth_url"])
+        self.keystone = Keystone(
+            question={**keystone, "proxies": self._proxy_map(auth_url)},
+            where=host_of(auth_url),
+            deadline=timeout + CHILD_START,
+            before=throttle,
+        )
+
+    def __repr__(self) -> str:
+        return f"Connection({self.keystone!r})"
 
     # --- Keystone ----------------------------------------------------------------------------
-    def auth_headers(self) -> dict[str, str]:
-        """The token header; authenticates first when there is no valid token."""
-        return {"X-Auth-Token": self.keystone.token().id}
+    def token(self) -> Token:
+        """The current token; authenticates first when there is no valid one."""
+        return self.keystone.token()
 
-    def invalidate(self) -> None:
-        """Forget the token (the cloud refused it): the next call authenticates again."""
-        self.keystone.invalidate()
+    def invalidate(self, token: Token) -> None:
+        """The cloud refused `token`: the next call authenticates again (once, however many
+        calls were refused it)."""
+        self.keystone.invalidate(token)
 
     def catalog_url(self, service: ServiceType) -> str:
-        """The service's URL as the catalog lists it."""
-        token = self.keystone.token()
-        url = token.endpoint(service, interface=self._interface, region=self._region)
+        """The service's URL as the catalog lists it for the configured interface and region."""
+        url = self.token().endpoint(service)
         if not url:
             raise CloudError(f"no {service} endpoint in the service catalog", retryable=False)
         return url
@@ -141,19 +149,14 @@ class Connection:
             if "compute" in self._microversions:
                 return self._microversions["compute"]
         url = self.endpoint("compute") + "/"
-        reply = self._send("GET", url, self.auth_headers(), None)
+        self._throttle()
+        reply = self.request("GET", url, headers={"X-Auth-Token": self.token().id}, body=None)
         if reply.status != 200:
             raise CloudError(f"compute version discovery: GET {url} answered HTTP {reply.status}")
         highest = max_microversion(reply.body)
         with self._lock:
             self._microversions["compute"] = highest
         return highest
-
-    def _send(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None
-    ) -> Answer:
-        self._throttle()
-        return self.request(method, url, headers=headers, body=body)
 
     # --- the services ------------------------------------------------------------------------
     def request(
@@ -176,10 +179,7 @@ class Connection:
         return Answer(status=response.status, body=response.data, headers=response.headers)
 
     def _pool(self, url: str) -> urllib3.PoolManager:
-        scheme, host = _scheme_and_host(url)
-        proxy = self._proxies.get(scheme)
-        if proxy and bypassed(host, self._proxies.get("no", "")):
-            proxy = None
+        proxy = self._proxy(url)
         with self._lock:
             pool = self._pools.get(proxy)
             if pool is None:
@@ -190,6 +190,18 @@ class Connection:
                     pool = urllib3.PoolManager(**options)
                 self._pools[proxy] = pool
             return pool
+
+    def _proxy(self, url: str) -> str | None:
+        scheme, host = _scheme_andhost_of(url)
+        proxy = self._proxies.get(scheme)
+        if proxy and bypassed(host, self._proxies.get("no", "")):
+            return None
+        return proxy or None
+
+    def _proxy_map(self, url: str) -> dict[str, str]:
+        """requests' proxy map for Keystone's host: the same choice as the data path's."""
+        proxy = self._proxy(url)
+        return {_scheme_andhost_of(url)[0]: proxy} if proxy else {}
 
     def close(self) -> None:
         with self._lock:
@@ -207,9 +219,15 @@ def bypassed(host: str, no_proxy: str) -> bool:
     return False
 
 
-def _scheme_and_host(url: str) -> tuple[str, str]:
+def _scheme_andhost_of(url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower()
+
+
+def host_of(url: str) -> str:
+    """`host:port` of a URL (never its user info)."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.netloc.rpartition("@")[2] or url
 
 
 # --- building one ------------------------------------------------------------------------------
@@ -219,10 +237,11 @@ def _non_empty(**values: str) -> dict[str, str]:
     return {key: value for key, value in values.items() if value}
 
 
-def auth_arguments(g: GlobalSettings) -> tuple[str, dict[str, str]]:
-    """Identity plugin name and arguments for `[Global]`, in upstream's precedence:
-    application credential, then trust, then token, then password. `domain-id`/`-name`
-    fill the user and project domains that are not set (gophercloud's behaviour)."""
+def auth_method(g: GlobalSettings, *, path: object = "cloud.conf") -> tuple[str, dict[str, str]]:
+    """The keystoneauth1 v3 plugin (`password`, `token`, `application_credential`) and its
+    arguments for `[Global]`, in upstream's precedence (module docstring). ConfigError for
+    what Keystone could not resolve, before any request."""
+    where = f"{path}: [Global]"
     user_domain = _non_empty(
         user_domain_id=g.user_domain_id or g.domain_id,
         user_domain_name=g.user_domain_name or g.domain_name,
@@ -233,31 +252,84 @@ def auth_arguments(g: GlobalSettings) -> tuple[str, dict[str, str]]:
         project_domain_id=g.tenant_domain_id or g.domain_id,
         project_domain_name=g.tenant_domain_name or g.domain_name,
     )
-    base = {"auth_url": g.auth_url}
-    if g.application_credential_secret:
-        identity = _non_empty(
-            application_credential_id=g.application_credential_id,
-            application_credential_name=g.application_credential_name,
-            application_credential_secret=g.application_credential_secret,
-        )
-        if not g.application_credential_id:
-            identity |= _non_empty(user_id=g.user_id, username=g.username) | user_domain
-        return "v3applicationcredential", base | identity
     if g.trust_id:
-        trustee = _non_empty(user_id=g.trustee_id, password=g.trustee_password, trust_id=g.trust_id)
-        return "v3password", base | trustee
+        user_id, password = g.trustee_id or g.user_id, g.trustee_password or g.password
+        if not password or not (user_id or g.username):
+            raise ConfigError(
+                f"{where} trust-id: needs trustee-id and trustee-password (or user-id and password)"
+            )
+        trustee = _user(user_id, g.username, user_domain, where=where)
+        return "password", trustee | {"password": password, "trust_id": g.trust_id}
     if g.token:
-        return "v3token", base | {"token": g.token} | project
-    user = _non_empty(user_id=g.user_id, username=g.username, password=g.password)
-    return "v3password", base | user | user_domain | project
+        return "token", {"token": g.token} | project
+    if g.password:
+        user = _user(g.user_id, g.username, user_domain, where=where)
+        return "password", user | {"password": g.password} | project
+    if g.application_credential_secret:
+        if g.application_credential_id:
+            credential = {"application_credential_id": g.application_credential_id}
+        elif g.application_credential_name:
+            if not (g.user_id or g.username):
+                raise ConfigError(
+                    f"{where} application-credential-name: needs user-id, or username with "
+                    "its domain (or use application-credential-id)"
+                )
+            credential = {"application_credential_name": g.application_credential_name}
+            credential |= _user(g.user_id, g.username, user_domain, where=where)
+        else:
+            raise ConfigError(
+                f"{where} application-credential-secret: needs application-credential-id "
+                "or application-credential-name"
+            )
+        return "application_credential", credential | {
+            "application_credential_secret": g.application_credential_secret
+        }
+    raise ConfigError(
+        f"{where} password: needs a value (with user-id or username); or set token, "
+        "application-credential-secret or trust-id: no credentials are configured"
+    )
+
+
+def _user(user_id: str, username: str, domain: dict[str, str], *, where: str) -> dict[str, str]:
+    """A user by id, else by name within its domain (a v3 name is unique only there)."""
+    if user_id:
+        return {"user_id": user_id}
+    if not domain:
+        raise ConfigError(
+            f"{where} username: needs user-domain-name or user-domain-id (or domain-name / "
+            "domain-id); a V3 user name is unique only within its domain"
+        )
+    return {"username": username} | domain
+
+
+def _verify(g: GlobalSettings) -> bool | str:
+    """What verifies the cloud's certificates: nothing (`tls-insecure`), `ca-file`, or the
+    system's CAs."""
+    if g.tls_insecure:
+        return False
+    return g.ca_file or True
+
+
+def tls_description(g: GlobalSettings) -> str:
+    """What verifies the cloud's certificates, and the client certificate, for messages."""
+    verify = _verify(g)
+    if verify is False:
+        trust = "tls-insecure: nothing verified"
+    elif isinstance(verify, str):
+        trust = f"ca-file {verify}"
+    else:
+        trust = "the system's CA store: no ca-file"
+    client = f"client certificate {g.cert_file}" if g.cert_file else "no client certificate"
+    return f"{trust}; {client}"
 
 
 def _tls(g: GlobalSettings) -> dict[str, Any]:
-    """urllib3's TLS options for `[Global]`: the system's CAs unless `ca-file` is set."""
-    if g.tls_insecure:
+    """urllib3's TLS options for `[Global]`."""
+    verify = _verify(g)
+    if verify is False:
         tls: dict[str, Any] = {"cert_reqs": "CERT_NONE"}
-    elif g.ca_file:
-        tls = {"ca_certs": g.ca_file}
+    elif isinstance(verify, str):
+        tls = {"ca_certs": verify}
     else:
         tls = {}
     if g.cert_file:
@@ -265,12 +337,24 @@ def _tls(g: GlobalSettings) -> dict[str, Any]:
     return tls
 
 
-def identity(g: GlobalSettings, *, path: object = "cloud.conf") -> dict[str, Any]:
-    """The Keystone v3 token request `[Global]` describes; ConfigError when Keystone could
-    not resolve it (before any request)."""
-    kind, auth = auth_arguments(g)
-    check_identity(auth, path=path)
-    return request_body(kind, auth)
+def keystone_question(
+    g: GlobalSettings, *, path: object, timeout: float, user_agent: str
+) -> dict[str, Any]:
+    """What the authentication child gets (`authenticate.py`), credentials included."""
+    method, options = auth_method(g, path=path)
+    return {
+        "auth_url": g.auth_url,
+        "method": method,
+        "options": options,
+        "interface": g.interface.removesuffix("URL"),
+        "region": g.region or None,
+        "services": list(SERVICES),
+        "verify": _verify(g),
+        "tls": tls_description(g),
+        "cert": [g.cert_file, g.key_file] if g.cert_file else None,
+        "timeout": timeout,
+        "user_agent": user_agent,
+    }
 
 
 def connect(
@@ -282,13 +366,60 @@ def connect(
 ) -> Connection:
     """A Connection for `settings`. No network I/O happens until the first call."""
     g = settings.global_
+    agent = " ".join((f"pyccm/{version}", *user_agent))
+    timeout = settings.metadata.request_timeout
+    if g.tls_insecure:
+        log.warning(
+            "%s: [Global] tls-insecure = true: the certificates of Keystone and of the "
+            "catalog's endpoints are not verified",
+            settings.path,
+        )
+        # Said here, once per connection; not again by urllib3 on every request.
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
     return Connection(
-        identity=identity(g, path=settings.path),
-        auth_url=g.auth_url,
-        interface=g.interface,
-        region=g.region,
-        timeout=settings.metadata.request_timeout,
+        keystone=keystone_question(g, path=settings.path, timeout=timeout, user_agent=agent),
+        timeout=timeout,
         tls=_tls(g),
-        user_agent=" ".join((f"pyccm/{version}", *user_agent)),
+        user_agent=agent,
         throttle=throttle,
     )
+
+
+# --- Nova's version document, error bodies ---------------------------------------------------
+
+
+def max_microversion(body: bytes) -> tuple[int, int] | None:
+    """The highest microversion of a Nova version document; None if it offers none."""
+    try:
+        version = msgspec.json.decode(body, type=_VersionAnswer).version.version
+    except msgspec.DecodeError:
+        return None
+    major, _, minor = version.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    return int(major), int(minor)
+
+
+class _VersionDocument(msgspec.Struct, frozen=True):
+    id: str = ""
+    version: str = ""
+
+
+class _VersionAnswer(msgspec.Struct, frozen=True):
+    version: _VersionDocument
+
+
+def fault_message(body: bytes) -> str:
+    """The human part of an OpenStack error body (Nova, Neutron, Octavia, Keystone shapes)."""
+    try:
+        document = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return ""
+    if not isinstance(document, dict):
+        return ""
+    if isinstance(document.get("faultstring"), str):
+        return str(document["faultstring"])
+    for value in document.values():
+        if isinstance(value, dict) and isinstance(value.get("message"), str):
+            return str(value["message"])
+    return ""

@@ -1,242 +1,181 @@
-"""Keystone v3: a token and its service catalog, and Nova's version document.
+"""The process's Keystone token: when to authenticate, and who waits for it.
 
-What upstream's gophercloud does, and no more (docs/architecture.md#provider-http):
+Authentication itself is keystoneauth1's, run in a short-lived child
+(`authenticate.py`, through `child.py`): version discovery of `auth-url`, the v3 plugin's
+token request, the service catalog. This module decides when a token is needed and keeps
+the process's one token (docs/architecture.md#provider-http):
 
-* `POST {auth-url}/auth/tokens` with one method (password, token or application
-  credential; a trust is a password scope), scoped to the configured project (or trust);
-  the token is the `X-Subject-Token` answer header, the catalog is in the body;
-* the token is used until 120 s before its `expires_at` (keystoneauth's margin), or until a
-  service refuses it (401: `invalidate`), then one thread authenticates again while the
-  others wait for it;
-* endpoints are picked from the catalog by service type, interface (`public` for
-  `publicURL`, as keystoneauth normalises it) and region (any region when none is set);
-* Nova's highest microversion comes from its version document (`GET` of the versioned
-  endpoint: `{"version": {"version": "2.96"}}`).
+* a token is used until `RENEW_BEFORE` seconds before its expiry (keystoneauth's own
+  margin); inside the margin one thread renews it while the others go on with the old
+  one, which is still valid;
+* only one authentication runs at a time; every thread that needs a token meanwhile waits
+  for that one, and no longer than its deadline (the child is killed there);
+* `invalidate(token)` (a service answered 401) forgets the token only if it is still the
+  current one: twenty concurrent 401s on one token make one authentication, not twenty;
+* a failed authentication is not repeated for `FIRST_FAILURE_BACKOFF` seconds, doubling to
+  `MAX_FAILURE_BACKOFF`: calls in between fail at once with the same error, so a Keystone
+  that is down, or refuses the credentials, is not asked in a hot loop;
+* each authentication is counted (`pyccm_keystone_authentications_total`) and timed, and a
+  failure is one log line.
 
-Every request goes through the `Send` the connection gives (its pools and throttle), so a
-Keystone call is throttled like any other. Failures are `CloudError`s; a request body (it
-holds the password) is never part of a message.
+Neither `Token` nor `Keystone` shows a secret in its repr.
 """
 
 from __future__ import annotations
 
-import datetime
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
+from prometheus_client import Counter, Histogram
 
-from pyccm.provider.errors import CloudError, ConfigError
+from pyccm.provider.errors import CloudError
+from pyccm.provider.openstack import child
+
+log = logging.getLogger(__name__)
 
 # A token this close to its expiry is renewed first (keystoneauth's MIN_TOKEN_LIFE_SECONDS).
 RENEW_BEFORE = 120.0
+# A token this close to its expiry is not used even while another thread renews it.
+STILL_USABLE = 10.0
+FIRST_FAILURE_BACKOFF = 1.0
+MAX_FAILURE_BACKOFF = 30.0
+# Seconds a child has to start Python and import keystoneauth1, on top of the HTTP timeout.
+CHILD_START = 10.0
+AUTHENTICATE = "pyccm.provider.openstack.authenticate"
+SERVICES = ("compute", "network", "load-balancer")
 
-
-class Reply(Protocol):
-    @property
-    def status(self) -> int: ...
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-
-Send = Callable[[str, str, Mapping[str, str], bytes | None], Reply]
-
-
-class Endpoint(msgspec.Struct, frozen=True):
-    url: str
-    interface: str = ""
-    region_id: str | None = None
-    region: str | None = None
-
-
-class Service(msgspec.Struct, frozen=True):
-    type: str
-    endpoints: list[Endpoint] = msgspec.field(default_factory=list)
-
-
-class TokenDocument(msgspec.Struct, frozen=True):
-    expires_at: str
-    catalog: list[Service] = msgspec.field(default_factory=list)
-
-
-class TokenAnswer(msgspec.Struct, frozen=True):
-    token: TokenDocument
-
-
-class VersionDocument(msgspec.Struct, frozen=True):
-    id: str = ""
-    version: str = ""
-
-
-class VersionAnswer(msgspec.Struct, frozen=True):
-    version: VersionDocument
+AUTHENTICATIONS = Counter(
+    "pyccm_keystone_authentications_total",
+    "Keystone authentications by outcome: ok, refused (Keystone answered with an error), "
+    "timeout (no answer within the deadline: the child was killed), failed (no connection, "
+    "TLS, discovery).",
+    ["outcome"],
+)
+AUTHENTICATION_SECONDS = Histogram(
+    "pyccm_keystone_authentication_duration_seconds",
+    "Time of one Keystone authentication (version discovery and token request, in a child).",
+    buckets=(0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
 
 
 @dataclass(frozen=True)
 class Token:
-    id: str
+    id: str = field(repr=False)
     expires_at: float
-    catalog: tuple[Service, ...]
+    endpoints: Mapping[str, str | None]
 
-    def endpoint(self, service: str, *, interface: str, region: str | None) -> str | None:
-        """The catalog URL of `service` for `interface` (and `region` when set)."""
-        wanted = interface.removesuffix("URL")
-        for entry in self.catalog:
-            if entry.type != service:
-                continue
-            for endpoint in entry.endpoints:
-                if endpoint.interface != wanted:
-                    continue
-                if region and region not in (endpoint.region_id, endpoint.region):
-                    continue
-                return endpoint.url
-        return None
+    def endpoint(self, service: str) -> str | None:
+        return self.endpoints.get(service)
 
 
-def request_body(kind: str, auth: Mapping[str, str]) -> dict[str, Any]:
-    """The `POST /v3/auth/tokens` body for an identity (`connection.auth_arguments`)."""
-    if kind == "v3applicationcredential":
-        credential: dict[str, Any] = {"secret": auth["application_credential_secret"]}
-        if auth.get("application_credential_id"):
-            credential["id"] = auth["application_credential_id"]
-        else:
-            credential |= {"name": auth["application_credential_name"], "user": _user(auth)}
-        identity = {"methods": ["application_credential"], "application_credential": credential}
-        return {"auth": {"identity": identity}}
-    if kind == "v3token":
-        identity = {"methods": ["token"], "token": {"id": auth["token"]}}
-    else:
-        user = _user(auth) | {"password": auth.get("password", "")}
-        identity = {"methods": ["password"], "password": {"user": user}}
-    body: dict[str, Any] = {"identity": identity}
-    if scope := _scope(auth):
-        body["scope"] = scope
-    return {"auth": body}
+class _Answer(msgspec.Struct, frozen=True):
+    token: str
+    expires_at: float | None
+    endpoints: dict[str, str | None]
 
 
-def _user(auth: Mapping[str, str]) -> dict[str, Any]:
-    if auth.get("user_id"):
-        return {"id": auth["user_id"]}
-    return {"name": auth.get("username", ""), "domain": _domain(auth, "user")}
+Ask = Callable[[str, Mapping[str, Any], float], dict[str, Any]]
 
 
-def _domain(auth: Mapping[str, str], prefix: str) -> dict[str, str]:
-    if auth.get(f"{prefix}_domain_id"):
-        return {"id": auth[f"{prefix}_domain_id"]}
-    return {"name": auth.get(f"{prefix}_domain_name", "")}
-
-
-def _scope(auth: Mapping[str, str]) -> dict[str, Any] | None:
-    if auth.get("trust_id"):
-        return {"OS-TRUST:trust": {"id": auth["trust_id"]}}
-    if auth.get("project_id"):
-        return {"project": {"id": auth["project_id"]}}
-    if auth.get("project_name"):
-        return {"project": {"name": auth["project_name"], "domain": _domain(auth, "project")}}
-    return None
+def _ask_child(module: str, question: Mapping[str, Any], deadline: float) -> dict[str, Any]:
+    return child.ask(module, question, deadline=deadline)
 
 
 class Keystone:
-    """The process's token for one identity. Thread-safe."""
+    """The token of one identity. Thread-safe. `question` is what the child gets (the
+    credentials among it); `deadline` bounds one whole authentication."""
 
     def __init__(
         self,
         *,
-        auth_url: str,
-        body: dict[str, Any],
-        send: Send,
+        question: Mapping[str, Any],
+        where: str,
+        deadline: float,
+        before: Callable[[], object] = lambda: None,
+        ask: Ask = _ask_child,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._url = auth_url.rstrip("/") + "/auth/tokens"
-        self._body = msgspec.json.encode(body)
-        self._send = send
+        self._question = dict(question)
+        self._where = where
+        self._deadline = deadline
+        self._before = before
+        self._ask = ask
         self._clock = clock
-        self._lock = threading.Lock()
         self._token: Token | None = None
+        self._authenticating = threading.Lock()
+        self._failure: CloudError | None = None
+        self._failed_until = 0.0
+        self._backoff = FIRST_FAILURE_BACKOFF
+
+    def __repr__(self) -> str:
+        return f"Keystone({self._where})"
 
     def token(self) -> Token:
-        """A token valid for at least `RENEW_BEFORE` seconds; authenticates when needed."""
-        with self._lock:
-            token = self._token
-            if token is None or token.expires_at - self._clock() < RENEW_BEFORE:
-                token = self._token = self._authenticate()
+        """A token valid for at least `RENEW_BEFORE` seconds, or one still usable while
+        another thread renews it; authenticates when needed."""
+        token = self._token
+        if self._fresh(token):
+            assert token is not None
             return token
+        if self._usable(token):
+            if not self._authenticating.acquire(blocking=False):
+                assert token is not None
+                return token  # another thread renews it; the current one serves meanwhile
+        else:
+            # Bounded by the holder's deadline: its child is killed there.
+            self._authenticating.acquire()
+        try:
+            token = self._token
+            if self._fresh(token):
+                assert token is not None
+                return token
+            token = self._token = self._authenticate()
+            return token
+        finally:
+            self._authenticating.release()
 
-    def invalidate(self) -> None:
-        with self._lock:
+    def invalidate(self, token: Token) -> None:
+        """`token` was refused (401): forget it, unless another thread replaced it already."""
+        if self._token is token:
             self._token = None
 
+    def _fresh(self, token: Token | None) -> bool:
+        return token is not None and token.expires_at - self._clock() >= RENEW_BEFORE
+
+    def _usable(self, token: Token | None) -> bool:
+        return token is not None and token.expires_at - self._clock() >= STILL_USABLE
+
     def _authenticate(self) -> Token:
-        reply = self._send("POST", self._url, {"Content-Type": "application/json"}, self._body)
-        if reply.status != 201:
-            raise CloudError(
-                f"keystone: POST {self._url} answered HTTP {reply.status}"
-                + (f": {detail}" if (detail := fault_message(reply.body)) else ""),
-                status=reply.status,
-            )
-        token_id = reply.headers.get("X-Subject-Token", "")
+        now = self._clock()
+        if self._failure is not None and now < self._failed_until:
+            raise CloudError(str(self._failure), status=self._failure.status, retryable=True)
+        self._before()
+        started = time.monotonic()
         try:
-            document = msgspec.json.decode(reply.body, type=TokenAnswer).token
-            expires_at = _timestamp(document.expires_at)
-        except (msgspec.DecodeError, ValueError) as exc:
-            raise CloudError(f"keystone: unexpected token body ({exc})") from None
-        if not token_id:
-            raise CloudError("keystone: the token answer has no X-Subject-Token header")
-        return Token(id=token_id, expires_at=expires_at, catalog=tuple(document.catalog))
-
-
-def _timestamp(text: str) -> float:
-    """Keystone's `expires_at` (`2026-11-27T21:00:00.000000Z`) as seconds since the epoch."""
-    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
-
-
-def max_microversion(body: bytes) -> tuple[int, int] | None:
-    """The highest microversion of a Nova version document; None if it offers none."""
-    try:
-        version = msgspec.json.decode(body, type=VersionAnswer).version.version
-    except msgspec.DecodeError:
-        return None
-    major, _, minor = version.partition(".")
-    if not (major.isdigit() and minor.isdigit()):
-        return None
-    return int(major), int(minor)
-
-
-def fault_message(body: bytes) -> str:
-    """The human part of an OpenStack error body (Nova, Neutron, Octavia, Keystone shapes)."""
-    try:
-        document = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return ""
-    if not isinstance(document, dict):
-        return ""
-    if isinstance(document.get("faultstring"), str):
-        return str(document["faultstring"])
-    for value in document.values():
-        if isinstance(value, dict) and isinstance(value.get("message"), str):
-            return str(value["message"])
-    return ""
-
-
-def check_identity(auth: Mapping[str, str], *, path: object) -> None:
-    """What Keystone v3 cannot resolve, refused before any request (ConfigError)."""
-    if auth.get("username") and not (auth.get("user_domain_id") or auth.get("user_domain_name")):
-        raise ConfigError(
-            f"{path}: [Global] username: needs user-domain-name or user-domain-id (or "
-            "domain-name / domain-id); a V3 user name is unique only within its domain"
-        )
-    if auth.get("application_credential_name") and not (
-        auth.get("user_id") or auth.get("username")
-    ):
-        raise ConfigError(
-            f"{path}: [Global] application-credential-name: needs user-id, or username with "
-            "its domain (or use application-credential-id)"
-        )
+            answer = self._ask(AUTHENTICATE, self._question, self._deadline)
+            decoded = msgspec.convert(answer, _Answer)
+        except child.ChildTimeout as hung:
+            outcome, error = "timeout", CloudError(f"keystone: {self._where} gave {hung}")
+        except child.ChildError as refused:
+            outcome = "refused" if refused.status else "failed"
+            error = CloudError(f"keystone: {refused}", status=refused.status)
+        except msgspec.ValidationError as exc:
+            outcome, error = "failed", CloudError(f"keystone: unexpected answer ({exc})")
+        else:
+            AUTHENTICATIONS.labels(outcome="ok").inc()
+            AUTHENTICATION_SECONDS.observe(time.monotonic() - started)
+            self._failure, self._backoff = None, FIRST_FAILURE_BACKOFF
+            # A token without an expiry (Keystone always sends one) is renewed hourly.
+            expires = decoded.expires_at or self._clock() + 3600.0
+            return Token(id=decoded.token, expires_at=expires, endpoints=decoded.endpoints)
+        AUTHENTICATIONS.labels(outcome=outcome).inc()
+        AUTHENTICATION_SECONDS.observe(time.monotonic() - started)
+        self._failure, self._failed_until = error, self._clock() + self._backoff
+        log.warning("%s; the next authentication in %.0f s at the earliest", error, self._backoff)
+        self._backoff = min(self._backoff * 2, MAX_FAILURE_BACKOFF)
+        raise error
