@@ -11,12 +11,17 @@ here, and one kubectl refuses is refused here with the same reason:
   `tokenFile` (re-read every minute), `username`/`password`, `client-certificate(-data)`
   with `client-key(-data)`, an `exec` credential plugin (client.authentication.k8s.io v1
   or v1beta1). Relative paths (files, and an exec command with a `/` in it) are relative
-  to the kubeconfig's directory. Refused, one line each: `proxy-url`, `auth-provider`,
-  impersonation (`as`, `as-groups`, ...), and a plugin that needs a terminal
-  (`interactiveMode: Always`).
+  to the kubeconfig's directory. Refused, one line each: `auth-provider`, impersonation
+  (`as`, `as-groups`, ...), a plugin that needs a terminal (`interactiveMode: Always`),
+  and a SOCKS `proxy-url`.
 - in a pod (no kubeconfig): `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
   (an IPv6 host in brackets), the service account's `ca.crt` and its `token`, re-read
   every minute as the kubelet rotates it.
+
+The proxy, as client-go's transport picks it: the cluster's `proxy-url` for every
+request when the kubeconfig gives one (NO_PROXY does not apply to it), else
+`HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` by Go's rules (`pyccm.proxies`), read once, when
+the configuration is loaded. http and https proxies; a SOCKS one is refused.
 
 Anything wrong is a `KubeConfigError`: one line naming the file and the field, and never
 the token, key or password it holds.
@@ -30,6 +35,7 @@ import logging
 import os
 import ssl
 import tempfile
+import urllib.parse
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,11 +57,16 @@ from pyccm.kubeapi.credentials import (
 )
 from pyccm.kubeapi.errors import KubeConfigError
 from pyccm.protocol.decoding import decode_json
+from pyccm.proxies import Proxies, Proxy, ProxyRefused, from_environment, parse_proxy
 
 log = logging.getLogger(__name__)
 
 # The cluster extension whose content an exec plugin gets as spec.cluster.config.
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+# The proxy schemes client-go accepts in a kubeconfig's proxy-url, and those pyccm can use
+# (urllib3 speaks SOCKS only with PySocks, which pyccm does not ship).
+PROXY_URL_SCHEMES = ("http", "https", "socks5")
+PROXY_SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,8 @@ class Endpoint:
 class Config:
     endpoint: Endpoint
     credentials: Credentials
+    # The proxy every request goes through; None: a direct connection.
+    proxy: Proxy | None = None
 
 
 # --- the kubeconfig, as decoded (unknown fields ignored, as client-go does) ---------------------
@@ -158,17 +171,41 @@ class _Kubeconfig(msgspec.Struct, frozen=True, rename="kebab"):
 
 
 def load(
-    *, kubeconfig: str, service_account_dir: str, token_file_period: float, exec_timeout: float
+    *,
+    kubeconfig: str,
+    service_account_dir: str,
+    token_file_period: float,
+    exec_timeout: float,
+    environment: Proxies | None = None,
 ) -> Config:
-    """The kubeconfig's current context, or the in-cluster configuration when it is ""."""
+    """The kubeconfig's current context, or the in-cluster configuration when it is "".
+    `environment`: the proxy variables (read from the process's environment when None)."""
     if not kubeconfig:
-        return in_cluster(service_account_dir=service_account_dir, period=token_file_period)
+        config = in_cluster(service_account_dir=service_account_dir, period=token_file_period)
+    else:
+        try:
+            config = _from_kubeconfig(
+                Path(kubeconfig), period=token_file_period, exec_timeout=exec_timeout
+            )
+        except KubeConfigError as error:
+            raise KubeConfigError(f"kubeconfig {kubeconfig}: {error}") from error
+    if config.proxy is None:
+        config = replace(config, proxy=_environment_proxy(config.endpoint, environment))
+    return config
+
+
+def _environment_proxy(endpoint: Endpoint, environment: Proxies | None) -> Proxy | None:
+    """client-go's default: Go's http.ProxyFromEnvironment for the server's URL."""
     try:
-        return _from_kubeconfig(
-            Path(kubeconfig), period=token_file_period, exec_timeout=exec_timeout
+        proxy = (environment or from_environment()).proxy_for(endpoint.server)
+    except ProxyRefused as error:
+        raise KubeConfigError(str(error)) from None
+    if proxy is not None and proxy.scheme not in PROXY_SCHEMES:
+        variable = "HTTPS_PROXY" if endpoint.server.startswith("https:") else "HTTP_PROXY"
+        raise KubeConfigError(
+            f"{variable}: {proxy.scheme} proxies are not supported (http and https are)"
         )
-    except KubeConfigError as error:
-        raise KubeConfigError(f"kubeconfig {kubeconfig}: {error}") from error
+    return proxy
 
 
 def in_cluster(*, service_account_dir: str, period: float) -> Config:
@@ -211,6 +248,7 @@ def _from_kubeconfig(path: Path, *, period: float, exec_timeout: float) -> Confi
     user = _named(document.users, context.user, "user") if context.user else None
     base = path.resolve().parent
     endpoint = _endpoint(cluster, context.cluster, base, has_cert=_has_certificate(user))
+    proxy = _proxy_url(cluster.proxy_url, f"cluster {context.cluster!r}")
     credentials = _credentials(
         user or _User(),
         context.user,
@@ -220,7 +258,29 @@ def _from_kubeconfig(path: Path, *, period: float, exec_timeout: float) -> Confi
         period=period,
         exec_timeout=exec_timeout,
     )
-    return Config(endpoint=endpoint, credentials=credentials)
+    return Config(endpoint=endpoint, credentials=credentials, proxy=proxy)
+
+
+def _proxy_url(value: str, where: str) -> Proxy | None:
+    """A cluster's proxy-url, checked as client-go checks it (never quoted: it may hold a
+    password)."""
+    if not value:
+        return None
+    where = f"{where}: proxy-url"
+    try:
+        scheme = urllib.parse.urlsplit(value).scheme
+        proxy = parse_proxy(value) if scheme in PROXY_URL_SCHEMES else None
+    except ValueError as error:
+        raise KubeConfigError(f"{where} is not a proxy URL ({error})") from None
+    if proxy is None:
+        raise KubeConfigError(
+            f"{where}: unsupported scheme {scheme!r}, must be http, https, or socks5"
+        )
+    if proxy.scheme not in PROXY_SCHEMES:
+        raise KubeConfigError(
+            f"{where}: {proxy.scheme} proxies are not supported (http and https are)"
+        )
+    return proxy
 
 
 def _document(path: Path) -> _Kubeconfig:
@@ -264,8 +324,6 @@ def _endpoint(cluster: _Cluster, name: str, base: Path, *, has_cert: bool) -> En
     where = f"cluster {name!r}"
     if not cluster.server:
         raise KubeConfigError(f"{where} has no server")
-    if cluster.proxy_url:
-        raise KubeConfigError(f"{where}: proxy-url is not supported (pyccm connects directly)")
     if cluster.certificate_authority and cluster.certificate_authority_data:
         raise KubeConfigError(
             f"{where}: certificate-authority-data and certificate-authority are both given"
@@ -440,6 +498,8 @@ def _exec_cluster(endpoint: Endpoint, cluster: _Cluster) -> dict[str, object]:
         info["insecure-skip-tls-verify"] = True
     if endpoint.ca_pem:
         info["certificate-authority-data"] = base64.b64encode(endpoint.ca_pem.encode()).decode()
+    if cluster.proxy_url:
+        info["proxy-url"] = cluster.proxy_url
     # client-go always sends `config`: null without the extension.
     info["config"] = next(
         (e.extension for e in cluster.extensions or () if e.name == EXEC_EXTENSION), None
