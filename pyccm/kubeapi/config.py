@@ -7,13 +7,14 @@ here, and one kubectl refuses is refused here with the same reason:
 
 - a kubeconfig: its `current-context`, that context's cluster and user. Cluster:
   `server`, `certificate-authority` or `certificate-authority-data` (not both),
-  `insecure-skip-tls-verify` (not with a CA), `tls-server-name`. User: `token` or
-  `tokenFile` (re-read every minute), `username`/`password`, `client-certificate(-data)`
-  with `client-key(-data)`, an `exec` credential plugin (client.authentication.k8s.io v1
-  or v1beta1). Relative paths (files, and an exec command with a `/` in it) are relative
-  to the kubeconfig's directory. Refused, one line each: `auth-provider`, impersonation
-  (`as`, `as-groups`, ...), a plugin that needs a terminal (`interactiveMode: Always`),
-  and a SOCKS `proxy-url`.
+  `insecure-skip-tls-verify` (not with a CA), `tls-server-name`, `proxy-url`. User:
+  `token` or `tokenFile` (re-read every minute), `username`/`password`,
+  `client-certificate(-data)` with `client-key(-data)` (two files: re-read as they
+  rotate), an `exec` credential plugin (client.authentication.k8s.io v1 or v1beta1).
+  Relative paths (files, and an exec command with a `/` in it) are relative to the
+  kubeconfig's directory. Refused, one line each: `auth-provider`, impersonation (`as`,
+  `as-groups`, ...), a plugin that needs a terminal (`interactiveMode: Always`), and a
+  SOCKS `proxy-url`.
 - in a pod (no kubeconfig): `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
   (an IPv6 host in brackets), the service account's `ca.crt` and its `token`, re-read
   every minute as the kubelet rotates it.
@@ -34,7 +35,6 @@ import binascii
 import logging
 import os
 import ssl
-import tempfile
 import urllib.parse
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,10 +50,15 @@ from pyccm.kubeapi.credentials import (
     ExecPlugin,
     ExecSpec,
     Identity,
+    Reread,
+    Rotating,
     Static,
-    TokenFile,
     basic,
     bearer,
+    certificate_files,
+    check_certificate,
+    load_certificate,
+    token_file,
 )
 from pyccm.kubeapi.errors import KubeConfigError
 from pyccm.protocol.decoding import decode_json
@@ -230,10 +235,10 @@ def in_cluster(*, service_account_dir: str, period: float) -> Config:
     bracketed = f"[{host}]" if ":" in host else host
     endpoint = Endpoint(server=f"https://{bracketed}:{port}", ca_pem=ca_pem)
     try:
-        credentials = TokenFile(str(directory / "token"), period=period)
+        token = token_file(str(directory / "token"), period=period)
     except KubeConfigError as error:
         raise KubeConfigError(f"in-cluster: {error}") from error
-    return Config(endpoint=endpoint, credentials=credentials)
+    return Config(endpoint=endpoint, credentials=Rotating(token=token))
 
 
 def _from_kubeconfig(path: Path, *, period: float, exec_timeout: float) -> Config:
@@ -367,19 +372,24 @@ def _credentials(
     _refuse_unsupported(user, where)
     certificate = _certificate(user, base, where)
     if user.exec is not None:
+        # Beside a plugin, certificate files are read once (client-go would re-read them).
+        static = certificate.get() if isinstance(certificate, Reread) else certificate
         spec = _exec_spec(user.exec, base, where, endpoint=endpoint, cluster=cluster)
-        return ExecPlugin(_with_certificate(spec, certificate), timeout=exec_timeout)
+        return ExecPlugin(_with_certificate(spec, static), timeout=exec_timeout)
     if user.token_file:
         path = _path(base, user.token_file)
         try:
-            return TokenFile(path, period=period, certificate=certificate, fallback=user.token)
+            token = token_file(path, period=period, fallback=user.token)
         except KubeConfigError as error:
             raise KubeConfigError(f"{where}: {error}") from error
+        return Rotating(token=token, certificate=certificate)
     authorization = ""
     if user.token:
         authorization = bearer(user.token)
     elif user.username or user.password:
         authorization = basic(user.username, user.password)
+    if isinstance(certificate, Reread):
+        return Rotating(authorization=authorization, certificate=certificate)
     return Static(Identity(authorization, certificate))
 
 
@@ -408,7 +418,10 @@ def _refuse_unsupported(user: _User, where: str) -> None:
         )
 
 
-def _certificate(user: _User, base: Path, where: str) -> ClientCertificate | None:
+def _certificate(
+    user: _User, base: Path, where: str
+) -> Reread[ClientCertificate] | ClientCertificate | None:
+    """The user's client certificate: re-read as it rotates when both parts are files."""
     if user.client_certificate and user.client_certificate_data:
         raise KubeConfigError(
             f"{where}: client-certificate-data and client-certificate are both given"
@@ -437,11 +450,16 @@ def _certificate(user: _User, base: Path, where: str) -> ClientCertificate | Non
     )
     certificate = ClientCertificate(cert, key)
     try:
-        _load_certificate(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), certificate)
+        check_certificate(certificate)
     except ssl.SSLError as error:
         raise KubeConfigError(
             f"{where}: the client certificate and key do not load together ({error.reason})"
         ) from None
+    if user.client_certificate and user.client_key:
+        # client-go's ReloadTLSFiles: both parts files, neither data.
+        return certificate_files(
+            certificate, _path(base, user.client_certificate), _path(base, user.client_key)
+        )
     return certificate
 
 
@@ -550,18 +568,8 @@ def ssl_context(endpoint: Endpoint, certificate: ClientCertificate | None) -> ss
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if certificate is not None:
-        _load_certificate(context, certificate)
+        load_certificate(context, certificate)
     return context
-
-
-def _load_certificate(context: ssl.SSLContext, certificate: ClientCertificate) -> None:
-    # The ssl module loads a key only from a file: a private directory, gone once loaded.
-    with tempfile.TemporaryDirectory(prefix="pyccm-kube-") as scratch:
-        cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
-        cert_file.write_bytes(certificate.cert_pem)
-        key_file.touch(mode=0o600)
-        key_file.write_bytes(certificate.key_pem)
-        context.load_cert_chain(cert_file, key_file)
 
 
 def _reason(error: Exception) -> str:
