@@ -96,8 +96,9 @@ def parse_proxy(value: str) -> Proxy:
 
 
 def _environment_proxy(value: str, name: str) -> Proxy | None:
-    """Go's parseProxy: the value, else (without a `://`) `http://` + the value; None when
-    it is not a URL (Go would make `http://http:` of `http://[::1`: that, not)."""
+    """Go's parseProxy: the value, else (when it has no `://`) `http://` + the value; None
+    when it is not a URL. (Go retries with `http://` whatever the value, and so turns
+    `http://[::1` into a proxy called `http:`; pyccm ignores such a value.)"""
     if not value:
         return None
     candidates = (value,) if "://" in value else (value, "http://" + value)
@@ -182,7 +183,8 @@ class Proxies:
 
     def proxy_for(self, url: str) -> Proxy | None:
         """The proxy a request to `url` goes through, or None for a direct connection.
-        Raises `ProxyRefused` for an http URL that would use HTTP_PROXY in a CGI handler."""
+        Raises `ProxyRefused` for an http URL that would use HTTP_PROXY in a CGI handler,
+        ValueError for a URL urllib cannot split (`https://[::1`)."""
         parts = urllib.parse.urlsplit(url)
         if parts.scheme == "https":
             proxy = self.https

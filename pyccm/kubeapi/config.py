@@ -205,6 +205,8 @@ def _environment_proxy(endpoint: Endpoint, environment: Proxies | None) -> Proxy
         proxy = (environment or from_environment()).proxy_for(endpoint.server)
     except ProxyRefused as error:
         raise KubeConfigError(str(error)) from None
+    except ValueError as error:
+        raise KubeConfigError(f"the server {endpoint.server}: {error}") from None
     if proxy is not None and proxy.scheme not in PROXY_SCHEMES:
         variable = "HTTPS_PROXY" if endpoint.server.startswith("https:") else "HTTP_PROXY"
         raise KubeConfigError(
@@ -329,6 +331,10 @@ def _endpoint(cluster: _Cluster, name: str, base: Path, *, has_cert: bool) -> En
     where = f"cluster {name!r}"
     if not cluster.server:
         raise KubeConfigError(f"{where} has no server")
+    try:
+        urllib.parse.urlsplit(cluster.server)
+    except ValueError as error:
+        raise KubeConfigError(f"{where}: server {cluster.server} is not a URL ({error})") from None
     if cluster.certificate_authority and cluster.certificate_authority_data:
         raise KubeConfigError(
             f"{where}: certificate-authority-data and certificate-authority are both given"

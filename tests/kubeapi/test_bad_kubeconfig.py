@@ -133,6 +133,12 @@ CASES: list[tuple[str, Any, str, bool]] = [
     ),
     ("impersonation", _config(**{"as": "admin"}), "impersonation", False),
     (
+        "server-not-a-url",
+        _cluster(server="https://[::1:6443"),
+        "server https://[::1:6443 is not a URL (Invalid IPv6 URL)",
+        True,
+    ),
+    (
         "proxy-url-scheme",
         _cluster(**SERVER, **{"proxy-url": f"ftp://ccm:{SECRET}@proxy:21"}),
         "proxy-url: unsupported scheme 'ftp', must be http, https, or socks5",
