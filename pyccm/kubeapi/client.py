@@ -1,9 +1,12 @@
 """One Kubernetes API client per process: configuration, QPS limit, raw requests.
 
 Configuration and authentication (a kubeconfig or in-cluster: bearer tokens, token files,
-client certificates, exec plugins) come from `pyccm.kubeapi.config`; requests go out
-through urllib3, one connection pool per client certificate, and answers come back as
-bytes for msgspec to decode. Every request first takes a token from one bucket
+client certificates, exec plugins) and the proxy (the kubeconfig's `proxy-url`, else
+HTTPS_PROXY/HTTP_PROXY/NO_PROXY) come from `pyccm.kubeapi.config`; requests go out
+through urllib3, one connection pool per client certificate (a new certificate, renewed by
+an exec plugin or rotated in its files, gets a new pool and the idle connections of the
+old one are closed, so new connections present it), and answers come back as bytes for
+msgspec to decode. Every request first takes a token from one bucket
 (`--kube-api-qps`/`--kube-api-burst`, 20/30 as upstream's CCM), so no burst of writes can
 overload the API server.
 """
@@ -28,6 +31,7 @@ from pyccm import __version__
 from pyccm.kubeapi.config import Endpoint, load, ssl_context
 from pyccm.kubeapi.credentials import ClientCertificate, Identity
 from pyccm.kubeapi.errors import Unavailable, from_response
+from pyccm.proxies import Proxy
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,7 @@ class KubeClient:
         )
         self._endpoint = config.endpoint
         self._credentials = config.credentials
+        self._proxy = config.proxy
         self._settings = settings
         self._bucket = TokenBucket(qps=settings.qps, burst=settings.burst)
         self._pools: dict[ClientCertificate | None, urllib3.PoolManager] = {}
@@ -111,6 +116,8 @@ class KubeClient:
         self.host: str = config.endpoint.server
         if config.endpoint.insecure and self.host.startswith("https:"):
             _allow_unverified(self.host)
+        if config.proxy is not None:
+            log.info("reaching %s through the proxy %s", self.host, config.proxy.url)
 
     def close(self) -> None:
         with self._pools_lock:
@@ -202,20 +209,34 @@ class KubeClient:
                 for old in self._pools.values():
                     old.clear()
                 self._pools.clear()
-                pool = self._pools[certificate] = _pool_manager(self._endpoint, certificate)
+                pool = self._pools[certificate] = _pool_manager(
+                    self._endpoint, certificate, self._proxy
+                )
             return pool
 
 
-def _pool_manager(endpoint: Endpoint, certificate: ClientCertificate | None) -> urllib3.PoolManager:
-    if not endpoint.server.startswith("https:"):
-        return urllib3.PoolManager(maxsize=POOL_SIZE)
-    options: dict[str, Any] = {
-        "ssl_context": ssl_context(endpoint, certificate),
-        "cert_reqs": ssl.CERT_NONE if endpoint.insecure else ssl.CERT_REQUIRED,
-    }
-    if endpoint.tls_server_name:
-        options["server_hostname"] = endpoint.tls_server_name
-    return urllib3.PoolManager(maxsize=POOL_SIZE, **options)
+def _pool_manager(
+    endpoint: Endpoint, certificate: ClientCertificate | None, proxy: Proxy | None
+) -> urllib3.PoolManager:
+    options: dict[str, Any] = {"maxsize": POOL_SIZE}
+    context = None
+    if endpoint.server.startswith("https:") or (proxy is not None and proxy.scheme == "https"):
+        context = ssl_context(endpoint, certificate)
+    if endpoint.server.startswith("https:"):
+        options["ssl_context"] = context
+        options["cert_reqs"] = ssl.CERT_NONE if endpoint.insecure else ssl.CERT_REQUIRED
+        if endpoint.tls_server_name:
+            options["server_hostname"] = endpoint.tls_server_name
+    if proxy is None:
+        return urllib3.PoolManager(**options)
+    # An https proxy is trusted (and shown the client certificate) as the API server is:
+    # client-go's transport uses the one TLS configuration for both.
+    return urllib3.ProxyManager(
+        proxy.url,
+        proxy_headers=proxy.headers,
+        proxy_ssl_context=context if proxy.scheme == "https" else None,
+        **options,
+    )
 
 
 def _allow_unverified(server: str) -> None:

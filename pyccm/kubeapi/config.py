@@ -7,16 +7,22 @@ here, and one kubectl refuses is refused here with the same reason:
 
 - a kubeconfig: its `current-context`, that context's cluster and user. Cluster:
   `server`, `certificate-authority` or `certificate-authority-data` (not both),
-  `insecure-skip-tls-verify` (not with a CA), `tls-server-name`. User: `token` or
-  `tokenFile` (re-read every minute), `username`/`password`, `client-certificate(-data)`
-  with `client-key(-data)`, an `exec` credential plugin (client.authentication.k8s.io v1
-  or v1beta1). Relative paths (files, and an exec command with a `/` in it) are relative
-  to the kubeconfig's directory. Refused, one line each: `proxy-url`, `auth-provider`,
-  impersonation (`as`, `as-groups`, ...), and a plugin that needs a terminal
-  (`interactiveMode: Always`).
+  `insecure-skip-tls-verify` (not with a CA), `tls-server-name`, `proxy-url`. User:
+  `token` or `tokenFile` (re-read every minute), `username`/`password`,
+  `client-certificate(-data)` with `client-key(-data)` (two files: re-read as they
+  rotate), an `exec` credential plugin (client.authentication.k8s.io v1 or v1beta1).
+  Relative paths (files, and an exec command with a `/` in it) are relative to the
+  kubeconfig's directory. Refused, one line each: `auth-provider`, impersonation (`as`,
+  `as-groups`, ...), a plugin that needs a terminal (`interactiveMode: Always`), and a
+  SOCKS `proxy-url`.
 - in a pod (no kubeconfig): `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
   (an IPv6 host in brackets), the service account's `ca.crt` and its `token`, re-read
   every minute as the kubelet rotates it.
+
+The proxy, as client-go's transport picks it: the cluster's `proxy-url` for every
+request when the kubeconfig gives one (NO_PROXY does not apply to it), else
+`HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` by Go's rules (`pyccm.proxies`), read once, when
+the configuration is loaded. http and https proxies; a SOCKS one is refused.
 
 Anything wrong is a `KubeConfigError`: one line naming the file and the field, and never
 the token, key or password it holds.
@@ -29,7 +35,7 @@ import binascii
 import logging
 import os
 import ssl
-import tempfile
+import urllib.parse
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,18 +50,28 @@ from pyccm.kubeapi.credentials import (
     ExecPlugin,
     ExecSpec,
     Identity,
+    Reread,
+    Rotating,
     Static,
-    TokenFile,
     basic,
     bearer,
+    certificate_files,
+    check_certificate,
+    load_certificate,
+    token_file,
 )
 from pyccm.kubeapi.errors import KubeConfigError
 from pyccm.protocol.decoding import decode_json
+from pyccm.proxies import Proxies, Proxy, ProxyRefused, from_environment, parse_proxy
 
 log = logging.getLogger(__name__)
 
 # The cluster extension whose content an exec plugin gets as spec.cluster.config.
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+# The proxy schemes client-go accepts in a kubeconfig's proxy-url, and those pyccm can use
+# (urllib3 speaks SOCKS only with PySocks, which pyccm does not ship).
+PROXY_URL_SCHEMES = ("http", "https", "socks5")
+PROXY_SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,8 @@ class Endpoint:
 class Config:
     endpoint: Endpoint
     credentials: Credentials
+    # The proxy every request goes through; None: a direct connection.
+    proxy: Proxy | None = None
 
 
 # --- the kubeconfig, as decoded (unknown fields ignored, as client-go does) ---------------------
@@ -158,17 +176,43 @@ class _Kubeconfig(msgspec.Struct, frozen=True, rename="kebab"):
 
 
 def load(
-    *, kubeconfig: str, service_account_dir: str, token_file_period: float, exec_timeout: float
+    *,
+    kubeconfig: str,
+    service_account_dir: str,
+    token_file_period: float,
+    exec_timeout: float,
+    environment: Proxies | None = None,
 ) -> Config:
-    """The kubeconfig's current context, or the in-cluster configuration when it is ""."""
+    """The kubeconfig's current context, or the in-cluster configuration when it is "".
+    `environment`: the proxy variables (read from the process's environment when None)."""
     if not kubeconfig:
-        return in_cluster(service_account_dir=service_account_dir, period=token_file_period)
+        config = in_cluster(service_account_dir=service_account_dir, period=token_file_period)
+    else:
+        try:
+            config = _from_kubeconfig(
+                Path(kubeconfig), period=token_file_period, exec_timeout=exec_timeout
+            )
+        except KubeConfigError as error:
+            raise KubeConfigError(f"kubeconfig {kubeconfig}: {error}") from error
+    if config.proxy is None:
+        config = replace(config, proxy=_environment_proxy(config.endpoint, environment))
+    return config
+
+
+def _environment_proxy(endpoint: Endpoint, environment: Proxies | None) -> Proxy | None:
+    """client-go's default: Go's http.ProxyFromEnvironment for the server's URL."""
     try:
-        return _from_kubeconfig(
-            Path(kubeconfig), period=token_file_period, exec_timeout=exec_timeout
+        proxy = (environment or from_environment()).proxy_for(endpoint.server)
+    except ProxyRefused as error:
+        raise KubeConfigError(str(error)) from None
+    except ValueError as error:
+        raise KubeConfigError(f"the server {endpoint.server}: {error}") from None
+    if proxy is not None and proxy.scheme not in PROXY_SCHEMES:
+        variable = "HTTPS_PROXY" if endpoint.server.startswith("https:") else "HTTP_PROXY"
+        raise KubeConfigError(
+            f"{variable}: {proxy.scheme} proxies are not supported (http and https are)"
         )
-    except KubeConfigError as error:
-        raise KubeConfigError(f"kubeconfig {kubeconfig}: {error}") from error
+    return proxy
 
 
 def in_cluster(*, service_account_dir: str, period: float) -> Config:
@@ -193,10 +237,10 @@ def in_cluster(*, service_account_dir: str, period: float) -> Config:
     bracketed = f"[{host}]" if ":" in host else host
     endpoint = Endpoint(server=f"https://{bracketed}:{port}", ca_pem=ca_pem)
     try:
-        credentials = TokenFile(str(directory / "token"), period=period)
+        token = token_file(str(directory / "token"), period=period)
     except KubeConfigError as error:
         raise KubeConfigError(f"in-cluster: {error}") from error
-    return Config(endpoint=endpoint, credentials=credentials)
+    return Config(endpoint=endpoint, credentials=Rotating(token=token))
 
 
 def _from_kubeconfig(path: Path, *, period: float, exec_timeout: float) -> Config:
@@ -211,6 +255,7 @@ def _from_kubeconfig(path: Path, *, period: float, exec_timeout: float) -> Confi
     user = _named(document.users, context.user, "user") if context.user else None
     base = path.resolve().parent
     endpoint = _endpoint(cluster, context.cluster, base, has_cert=_has_certificate(user))
+    proxy = _proxy_url(cluster.proxy_url, f"cluster {context.cluster!r}")
     credentials = _credentials(
         user or _User(),
         context.user,
@@ -220,7 +265,29 @@ def _from_kubeconfig(path: Path, *, period: float, exec_timeout: float) -> Confi
         period=period,
         exec_timeout=exec_timeout,
     )
-    return Config(endpoint=endpoint, credentials=credentials)
+    return Config(endpoint=endpoint, credentials=credentials, proxy=proxy)
+
+
+def _proxy_url(value: str, where: str) -> Proxy | None:
+    """A cluster's proxy-url, checked as client-go checks it (never quoted: it may hold a
+    password)."""
+    if not value:
+        return None
+    where = f"{where}: proxy-url"
+    try:
+        scheme = urllib.parse.urlsplit(value).scheme
+        proxy = parse_proxy(value) if scheme in PROXY_URL_SCHEMES else None
+    except ValueError as error:
+        raise KubeConfigError(f"{where} is not a proxy URL ({error})") from None
+    if proxy is None:
+        raise KubeConfigError(
+            f"{where}: unsupported scheme {scheme!r}, must be http, https, or socks5"
+        )
+    if proxy.scheme not in PROXY_SCHEMES:
+        raise KubeConfigError(
+            f"{where}: {proxy.scheme} proxies are not supported (http and https are)"
+        )
+    return proxy
 
 
 def _document(path: Path) -> _Kubeconfig:
@@ -264,8 +331,10 @@ def _endpoint(cluster: _Cluster, name: str, base: Path, *, has_cert: bool) -> En
     where = f"cluster {name!r}"
     if not cluster.server:
         raise KubeConfigError(f"{where} has no server")
-    if cluster.proxy_url:
-        raise KubeConfigError(f"{where}: proxy-url is not supported (pyccm connects directly)")
+    try:
+        urllib.parse.urlsplit(cluster.server)
+    except ValueError as error:
+        raise KubeConfigError(f"{where}: server {cluster.server} is not a URL ({error})") from None
     if cluster.certificate_authority and cluster.certificate_authority_data:
         raise KubeConfigError(
             f"{where}: certificate-authority-data and certificate-authority are both given"
@@ -309,19 +378,24 @@ def _credentials(
     _refuse_unsupported(user, where)
     certificate = _certificate(user, base, where)
     if user.exec is not None:
+        # Beside a plugin, certificate files are read once (client-go would re-read them).
+        static = certificate.get() if isinstance(certificate, Reread) else certificate
         spec = _exec_spec(user.exec, base, where, endpoint=endpoint, cluster=cluster)
-        return ExecPlugin(_with_certificate(spec, certificate), timeout=exec_timeout)
+        return ExecPlugin(_with_certificate(spec, static), timeout=exec_timeout)
     if user.token_file:
         path = _path(base, user.token_file)
         try:
-            return TokenFile(path, period=period, certificate=certificate, fallback=user.token)
+            token = token_file(path, period=period, fallback=user.token)
         except KubeConfigError as error:
             raise KubeConfigError(f"{where}: {error}") from error
+        return Rotating(token=token, certificate=certificate)
     authorization = ""
     if user.token:
         authorization = bearer(user.token)
     elif user.username or user.password:
         authorization = basic(user.username, user.password)
+    if isinstance(certificate, Reread):
+        return Rotating(authorization=authorization, certificate=certificate)
     return Static(Identity(authorization, certificate))
 
 
@@ -350,7 +424,10 @@ def _refuse_unsupported(user: _User, where: str) -> None:
         )
 
 
-def _certificate(user: _User, base: Path, where: str) -> ClientCertificate | None:
+def _certificate(
+    user: _User, base: Path, where: str
+) -> Reread[ClientCertificate] | ClientCertificate | None:
+    """The user's client certificate: re-read as it rotates when both parts are files."""
     if user.client_certificate and user.client_certificate_data:
         raise KubeConfigError(
             f"{where}: client-certificate-data and client-certificate are both given"
@@ -379,11 +456,16 @@ def _certificate(user: _User, base: Path, where: str) -> ClientCertificate | Non
     )
     certificate = ClientCertificate(cert, key)
     try:
-        _load_certificate(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), certificate)
+        check_certificate(certificate)
     except ssl.SSLError as error:
         raise KubeConfigError(
             f"{where}: the client certificate and key do not load together ({error.reason})"
         ) from None
+    if user.client_certificate and user.client_key:
+        # client-go's ReloadTLSFiles: both parts files, neither data.
+        return certificate_files(
+            certificate, _path(base, user.client_certificate), _path(base, user.client_key)
+        )
     return certificate
 
 
@@ -440,6 +522,8 @@ def _exec_cluster(endpoint: Endpoint, cluster: _Cluster) -> dict[str, object]:
         info["insecure-skip-tls-verify"] = True
     if endpoint.ca_pem:
         info["certificate-authority-data"] = base64.b64encode(endpoint.ca_pem.encode()).decode()
+    if cluster.proxy_url:
+        info["proxy-url"] = cluster.proxy_url
     # client-go always sends `config`: null without the extension.
     info["config"] = next(
         (e.extension for e in cluster.extensions or () if e.name == EXEC_EXTENSION), None
@@ -490,18 +574,8 @@ def ssl_context(endpoint: Endpoint, certificate: ClientCertificate | None) -> ss
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if certificate is not None:
-        _load_certificate(context, certificate)
+        load_certificate(context, certificate)
     return context
-
-
-def _load_certificate(context: ssl.SSLContext, certificate: ClientCertificate) -> None:
-    # The ssl module loads a key only from a file: a private directory, gone once loaded.
-    with tempfile.TemporaryDirectory(prefix="pyccm-kube-") as scratch:
-        cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
-        cert_file.write_bytes(certificate.cert_pem)
-        key_file.touch(mode=0o600)
-        key_file.write_bytes(certificate.key_pem)
-        context.load_cert_chain(cert_file, key_file)
 
 
 def _reason(error: Exception) -> str:

@@ -1,10 +1,19 @@
-"""Who this process is to the API server, as each request needs it: a static identity, a
-token file re-read as it rotates, or an exec credential plugin re-run as it expires.
+"""Who this process is to the API server, as each request needs it: a static identity,
+files re-read as they rotate (a token file, client certificate files), or an exec
+credential plugin re-run as it expires.
 
 client-go's behaviour, which operators' kubeconfigs and pods are written for:
 - a token file (a kubeconfig's `tokenFile`, a pod's service account token) is re-read
   every minute: the kubelet rotates a bound service account token well before it expires,
   and the old one stays valid meanwhile;
+- client certificate files (a kubeconfig's `client-certificate` and `client-key`, both
+  files: `-data` is static) are re-read at most once a second, as client-go re-reads them
+  for each new connection (cert_rotation.go); a changed pair is the identity from then on,
+  and the client closes its idle connections, so new ones present it. Requests already
+  under way, watches included, finish on their connection (a watch within its 5-10
+  minutes), where client-go closes those too within five minutes;
+- a re-read that fails (a rotation half written, a mount briefly absent) keeps the last
+  value, says so, and is tried again at the next period;
 - an exec plugin (client.authentication.k8s.io v1 and v1beta1) runs on first use, with
   `KUBERNETES_EXEC_INFO` in its environment; its ExecCredential gives a bearer token or a
   client certificate and key, kept until its `expirationTimestamp` (for the process's life
@@ -23,12 +32,15 @@ import datetime
 import json
 import logging
 import os
+import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -39,6 +51,10 @@ from pyccm.protocol.decoding import decode_json
 log = logging.getLogger(__name__)
 
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+# client-go's cachingCertificateLoader: certificate files are read at most once a second.
+CERTIFICATE_FILE_PERIOD = 1.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,65 +105,135 @@ class Static:
         return self.identity
 
 
-class TokenFile:
-    """A bearer token read from `path`, re-read once `period` seconds have passed since the
-    last read and after a 401. A failed re-read keeps the last token (the kubelet writes
-    the file by rename, but a mount can be briefly absent) and says so."""
+class Reread(Generic[T]):
+    """A value read from files: `initial`, then `read()` again once `period` seconds have
+    passed since the last read (when the value is asked for) and on `again()`. A re-read
+    that fails (OSError, ValueError) keeps the last value and logs `what` and why."""
 
     def __init__(
         self,
-        path: str,
+        initial: T,
+        read: Callable[[], T],
         *,
         period: float,
-        certificate: ClientCertificate | None = None,
-        fallback: str = "",
+        what: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._path = path
+        self._value = initial
+        self._read = read
         self._period = period
-        self._certificate = certificate
+        self._what = what
         self._clock = clock
         self._lock = threading.Lock()
-        try:
-            token = self._read()
-        except OSError as error:
-            if not fallback:
-                raise KubeConfigError(
-                    f"cannot read the token file {path}: {_why(error)}"
-                ) from error
-            token = fallback
-        self._identity = Identity(bearer(token), certificate)
         self._read_at = clock()
 
-    def _read(self) -> str:
-        with open(self._path, encoding="utf-8") as handle:
-            return handle.read().strip()
+    def get(self) -> T:
+        with self._lock:
+            if self._clock() - self._read_at >= self._period:
+                self._reread()
+            return self._value
 
-    def _reread(self) -> Identity:
+    def again(self) -> T:
+        with self._lock:
+            self._reread()
+            return self._value
+
+    def _reread(self) -> None:
         try:
-            token = self._read()
-        except OSError as error:
-            log.warning(
-                "cannot re-read the token file %s (%s): keeping the last token",
-                self._path,
-                _why(error),
-            )
+            value = self._read()
+        except (OSError, ValueError) as error:
+            log.warning("cannot re-read %s (%s): keeping the last one", self._what, _why(error))
         else:
-            self._identity = Identity(bearer(token), self._certificate)
+            # Unchanged, the value kept is the same object (the client's pool key).
+            if value != self._value:
+                log.info("%s: rotated, using the new one", self._what)
+                self._value = value
         self._read_at = self._clock()
-        return self._identity
+
+
+class Rotating:
+    """An identity with a part in files that rotate: a bearer token from a token file,
+    or a client certificate from its files, or both; the other part static."""
+
+    def __init__(
+        self,
+        *,
+        token: Reread[str] | None = None,
+        authorization: str = "",
+        certificate: Reread[ClientCertificate] | ClientCertificate | None = None,
+    ) -> None:
+        self._token = token
+        self._authorization = authorization
+        self._certificate = certificate
 
     def current(self) -> Identity:
-        with self._lock:
-            if self._clock() - self._read_at < self._period:
-                return self._identity
-            return self._reread()
+        authorization = bearer(self._token.get()) if self._token else self._authorization
+        certificate = self._certificate
+        if isinstance(certificate, Reread):
+            certificate = certificate.get()
+        return Identity(authorization, certificate)
 
     def refresh(self, stale: Identity) -> Identity:
-        with self._lock:
-            if self._identity != stale:
-                return self._identity
-            return self._reread()
+        """After a 401: the files read again, unless another request already has."""
+        identity = self.current()
+        if identity != stale:
+            return identity
+        for part in (self._token, self._certificate):
+            if isinstance(part, Reread):
+                part.again()
+        return self.current()
+
+
+def token_file(
+    path: str, *, period: float, fallback: str = "", clock: Callable[[], float] = time.monotonic
+) -> Reread[str]:
+    """A token file (`fallback` when it cannot be read now); KubeConfigError without either."""
+
+    def read() -> str:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+
+    try:
+        token = read()
+    except OSError as error:
+        if not fallback:
+            raise KubeConfigError(f"cannot read the token file {path}: {_why(error)}") from error
+        token = fallback
+    return Reread(token, read, period=period, what=f"the token file {path}", clock=clock)
+
+
+def certificate_files(
+    initial: ClientCertificate,
+    cert_path: str,
+    key_path: str,
+    *,
+    period: float = CERTIFICATE_FILE_PERIOD,
+    clock: Callable[[], float] = time.monotonic,
+) -> Reread[ClientCertificate]:
+    """The client certificate and key in these files, read first as `initial`."""
+
+    def read() -> ClientCertificate:
+        certificate = ClientCertificate(Path(cert_path).read_bytes(), Path(key_path).read_bytes())
+        check_certificate(certificate)
+        return certificate
+
+    what = f"the client certificate {cert_path} and key {key_path}"
+    return Reread(initial, read, period=period, what=what, clock=clock)
+
+
+def check_certificate(certificate: ClientCertificate) -> None:
+    """ssl.SSLError (an OSError) unless the certificate and key load together."""
+    load_certificate(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), certificate)
+
+
+def load_certificate(context: ssl.SSLContext, certificate: ClientCertificate) -> None:
+    # The ssl module loads a key only from a file: a private directory, gone once loaded.
+    with tempfile.TemporaryDirectory(prefix="pyccm-kube-") as scratch:
+        cert_file, key_file = Path(scratch) / "client.crt", Path(scratch) / "client.key"
+        cert_file.write_bytes(certificate.cert_pem)
+        key_file.touch(mode=0o600)
+        key_file.write_bytes(certificate.key_pem)
+        context.load_cert_chain(cert_file, key_file)
 
 
 @dataclass(frozen=True)
@@ -288,5 +374,9 @@ def _expiry(stamp: str, name: str) -> datetime.datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
-def _why(error: OSError) -> str:
-    return error.strerror or type(error).__name__
+def _why(error: Exception) -> str:
+    if isinstance(error, ssl.SSLError):
+        return f"the certificate and key do not load together ({error.reason})"
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    return str(error)

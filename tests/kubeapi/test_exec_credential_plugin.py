@@ -27,6 +27,7 @@ from tests.support.kubeconfigs import (
     who_is,
     write_kubeconfig,
 )
+from tests.support.proxy import connect_proxy
 
 PLUGIN = """\
 import datetime, json, os, sys
@@ -61,7 +62,13 @@ def sim(tmp_path: Path) -> Iterator[Authenticating]:
 
 
 def plugin_kubeconfig(
-    sim: Authenticating, directory: Path, *, version: str = V1, lifetime: float = 0, **env: str
+    sim: Authenticating,
+    directory: Path,
+    *,
+    version: str = V1,
+    lifetime: float = 0,
+    proxy_url: str = "",
+    **env: str,
 ) -> tuple[Path, Path]:
     """The kubeconfig, and the directory where each run of its plugin leaves a record."""
     state = directory / "runs"
@@ -87,6 +94,8 @@ def plugin_kubeconfig(
     if version == V1:
         exec_config["interactiveMode"] = "IfAvailable"
     cluster = {"server": sim.kube.url, "certificate-authority-data": b64(sim.server_ca())}
+    if proxy_url:
+        cluster["proxy-url"] = proxy_url
     kubeconfig = write_kubeconfig(directory / "config", cluster=cluster, user={"exec": exec_config})
     return kubeconfig, state
 
@@ -180,3 +189,23 @@ def test_kubectl_runs_the_same_plugin_and_is_the_same_user(
     ours, theirs = runs(state)[1]["info"], runs(state)[0]["info"]
     assert ours["spec"]["cluster"] == theirs["spec"]["cluster"]
     assert ours["apiVersion"] == theirs["apiVersion"] == version
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(not HAVE_KUBECTL, reason="kubectl is not installed")
+def test_the_plugin_is_told_the_proxy_url_as_kubectl_tells_it(
+    sim: Authenticating, tmp_path: Path
+) -> None:
+    with connect_proxy() as proxy:
+        url = proxy.url.replace("http://", "http://ccm:pr0xy@")
+        kubeconfig, state = plugin_kubeconfig(sim, tmp_path / "kube", proxy_url=url)
+        assert kubectl_reads(kubeconfig, sim.kube) == "exec-user-1"
+        client = client_for(kubeconfig)
+        try:
+            assert who_is(client, sim.kube) == "exec-user-2"
+        finally:
+            client.close()
+        assert {c.credentials for c in proxy.connects()} == {"ccm:pr0xy"}
+    ours, theirs = runs(state)[1]["info"], runs(state)[0]["info"]
+    assert theirs["spec"]["cluster"]["proxy-url"] == url
+    assert ours["spec"]["cluster"] == theirs["spec"]["cluster"]
