@@ -51,7 +51,8 @@ VIA_CHILD = (
 from pyccm.provider.openstack.client import build_client
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.settings import ProviderSettings
-client = build_client(settings=load_settings(conf, environ={}), provider_settings=ProviderSettings())
+settings = load_settings(conf, environ={})
+client = build_client(settings=settings, provider_settings=ProviderSettings())
 before = pss_kib()
 started = time.monotonic()
 client.connection.token()

@@ -23,8 +23,9 @@ from pyccm.sim.openstack.testing import OpenStackSimHandle
 # Packages (and pyccm's own modules) by name: each stands for itself and what is below it.
 CASES = {
     # openstacksdk (clouds.yaml) and keystoneauth1 (Keystone) run in short-lived children,
-    # and the provider's calls go out on urllib3; cryptography serves the manager's TLS; kubeapi reads kubeconfigs itself;
-    # the `pyccm` entry point imports only the module of the command that runs.
+    # and the provider's calls go out on urllib3; cryptography serves the manager's TLS;
+    # kubeapi reads kubeconfigs itself; the `pyccm` entry point imports only the module of
+    # the command that runs.
     "worker": (
         WORKER,
         {
@@ -94,8 +95,7 @@ def test_a_worker_with_use_clouds_authenticates_without_loading_the_openstack_li
     `use-clouds = true` and makes a cloud call keeps neither library, nor requests."""
     conf = tmp_path / "cloud.conf"
     conf.write_text(
-        "[Global]\nuse-clouds = true\n"
-        f"clouds-file = {sim.clouds_yaml_path}\ncloud = {CLOUD_NAME}\n"
+        f"[Global]\nuse-clouds = true\nclouds-file = {sim.clouds_yaml_path}\ncloud = {CLOUD_NAME}\n"
     )
     code = (
         "import json, sys\n"

@@ -1,7 +1,8 @@
 """A small forward proxy for tests: HTTP CONNECT tunnels, as corporate proxies give clients
-of an https API, with an optional `Proxy-Authorization` it requires. It logs every CONNECT
-it is asked for (the target and the credentials presented), so a test sees which requests
-went through it and which went direct."""
+of an https API, and plain-HTTP requests in absolute form (one per connection), with an
+optional `Proxy-Authorization` it requires. It logs every CONNECT or request it is asked
+for (the target and the credentials presented), so a test sees which requests went through
+it and which went direct."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import socket
 import socketserver
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -65,8 +67,11 @@ class _Tunnel(socketserver.StreamRequestHandler):
         while (line := self.rfile.readline(65536)) not in (b"\r\n", b"\n", b""):
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
-        if len(request) != 3 or request[0] != "CONNECT":
-            self._answer(405, "Method Not Allowed")
+        if len(request) != 3:
+            self._answer(400, "Bad Request")
+            return
+        if request[0] != "CONNECT":
+            self._forward(request, headers)
             return
         target = request[1]
         credentials = _credentials(headers.get("proxy-authorization", ""))
@@ -90,6 +95,36 @@ class _Tunnel(socketserver.StreamRequestHandler):
         _pump(self.connection, upstream)
         pump.join()
         upstream.close()
+
+    def _forward(self, request: list[str], headers: dict[str, str]) -> None:
+        """A plain-HTTP request in absolute form (`GET http://host:port/path`): sent on in
+        origin form on a connection of its own, its answer relayed, both closed after."""
+        method, url, version = request
+        parts = urllib.parse.urlsplit(url)
+        credentials = _credentials(headers.pop("proxy-authorization", ""))
+        target = f"{parts.hostname}:{parts.port or 80}"
+        if self.server.require and credentials != self.server.require:
+            self.server.record(Connect(target, credentials, 407))
+            self._answer(407, "Proxy Authentication Required")
+            return
+        body = self.rfile.read(int(headers.get("content-length", "0") or 0))
+        headers["connection"] = "close"
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        head = f"{method} {path or '/'} {version}\r\n" + "".join(
+            f"{name}: {value}\r\n" for name, value in headers.items()
+        )
+        try:
+            upstream = socket.create_connection((parts.hostname or "", parts.port or 80), 10)
+        except OSError:
+            self.server.record(Connect(target, credentials, 502))
+            self._answer(502, "Bad Gateway")
+            return
+        self.server.record(Connect(target, credentials, 200))
+        with upstream:
+            upstream.sendall(head.encode("latin-1") + b"\r\n" + body)
+            while data := upstream.recv(65536):
+                self.wfile.write(data)
+        self.wfile.flush()
 
     def _answer(self, code: int, reason: str) -> None:
         self.wfile.write(f"HTTP/1.1 {code} {reason}\r\nContent-Length: 0\r\n\r\n".encode())

@@ -16,16 +16,17 @@ Endpoints, as upstream's gophercloud finds them: Neutron and Octavia at `<catalo
 usually names `/v2.1`), else at `<root>/v2.1` (Nova's one API since Newton). Nova's highest
 microversion is read once, when a call first needs one (`compute_microversion`).
 
-Proxies: `http_proxy`/`https_proxy`/`no_proxy` from the environment, read once at start.
+Proxies: HTTP(S)_PROXY and NO_PROXY from the environment, read once at start by Go's rules
+(`pyccm.proxies`, as upstream and client-go); Keystone's requests take the same choice.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
 import urllib.parse
-import urllib.request
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 import urllib3
 
+from pyccm import proxies
 from pyccm.provider.errors import CloudError, ConfigError
 from pyccm.provider.openstack.keystone import CHILD_START, SERVICES, Keystone, Token
 
@@ -89,8 +91,8 @@ class Connection:
         self.tls_description = str(keystone["tls"])
         self._user_agent = user_agent
         self._throttle = throttle
-        # `<scheme>_proxy` and `no_proxy` (as "no") from the environment, read once.
-        self._proxies = urllib.request.getproxies()
+        # HTTP(S)_PROXY and NO_PROXY from the environment, read once, by Go's rules.
+        self._proxies = proxies.from_environment()
         self._lock = threading.Lock()
         self._endpoints: dict[ServiceType, str] = {}
         self._microversions: dict[ServiceType, tuple[int, int] | None] = {}
@@ -180,28 +182,38 @@ class Connection:
 
     def _pool(self, url: str) -> urllib3.PoolManager:
         proxy = self._proxy(url)
+        key = proxy.url if proxy else None
         with self._lock:
-            pool = self._pools.get(proxy)
+            pool = self._pools.get(key)
             if pool is None:
                 options = {"num_pools": 10, "maxsize": POOL_SIZE, "block": False, **self._tls}
                 if proxy:
-                    pool = urllib3.ProxyManager(proxy, **options)
+                    pool = urllib3.ProxyManager(proxy.url, proxy_headers=proxy.headers, **options)
                 else:
                     pool = urllib3.PoolManager(**options)
-                self._pools[proxy] = pool
+                self._pools[key] = pool
             return pool
 
-    def _proxy(self, url: str) -> str | None:
-        scheme, host = _scheme_andhost_of(url)
-        proxy = self._proxies.get(scheme)
-        if proxy and bypassed(host, self._proxies.get("no", "")):
-            return None
-        return proxy or None
+    def _proxy(self, url: str) -> proxies.Proxy | None:
+        try:
+            return self._proxies.proxy_for(url)
+        except ValueError as refused:  # ProxyRefused, or a URL urllib cannot split
+            raise CloudError(f"no request to {host_of(url)}: {refused}", retryable=False) from None
 
     def _proxy_map(self, url: str) -> dict[str, str]:
-        """requests' proxy map for Keystone's host: the same choice as the data path's."""
+        """requests' proxy map for Keystone's URL (the child's session does not read the
+        environment): the same choice as the data path's, with the credentials in the URL,
+        where requests takes them from."""
         proxy = self._proxy(url)
-        return {_scheme_andhost_of(url)[0]: proxy} if proxy else {}
+        if proxy is None:
+            return {}
+        scheme, _, rest = proxy.url.partition("://")
+        if proxy.authorization:
+            pair = base64.b64decode(proxy.authorization.removeprefix("Basic ")).decode()
+            user, _, password = pair.partition(":")
+            quoted = urllib.parse.quote(user, safe="") + ":" + urllib.parse.quote(password, safe="")
+            rest = f"{quoted}@{rest}"
+        return {_scheme_and_host(url)[0]: f"{scheme}://{rest}"}
 
     def close(self) -> None:
         with self._lock:
@@ -210,16 +222,7 @@ class Connection:
             pool.clear()
 
 
-def bypassed(host: str, no_proxy: str) -> bool:
-    """Whether `no_proxy` (`*`, or comma-separated names, each matching itself and its
-    subdomains, a leading dot optional) exempts `host` from the proxy, as urllib reads it."""
-    for entry in (e.strip().lstrip(".").lower() for e in no_proxy.split(",")):
-        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
-            return True
-    return False
-
-
-def _scheme_andhost_of(url: str) -> tuple[str, str]:
+def _scheme_and_host(url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower()
 
