@@ -1,7 +1,7 @@
 """Runs inside one OpenStack service's own venv: initialise its database, or serve its API.
 
     python services.py init {neutron,octavia} STACK_DIR
-    python services.py serve {keystone,neutron,octavia,nova} STACK_DIR PORT
+    python services.py serve {keystone,neutron,octavia,nova} STACK_DIR PORT [HTTPS_PORT MTLS_PORT]
     python services.py nova-servers STACK_DIR < servers.json
 
 This is test infrastructure for pyccm's conformance tier, not product code: it hosts the
@@ -11,7 +11,13 @@ real WSGI apps of Keystone, Neutron, Octavia and Nova (2024.1 to 2026.2, see
 
 * one threaded wsgiref server per service with **one lock around every request** (sqlite
   is only stable one request at a time), writing an access log of JSON lines (method,
-  path, query without secret-looking values, status, duration, user agent; never bodies);
+  path, query without secret-looking values, status, duration, user agent, and the
+  listener, port and Host the request arrived on; never bodies);
+* besides plain HTTP on PORT, the same app (and the same lock) on HTTPS_PORT (TLS with
+  `STACK_DIR/tls/server.pem`, signed by the session's private CA) and on MTLS_PORT (the same,
+  and a client certificate signed by `STACK_DIR/tls/ca.pem` is required);
+* Keystone also under the path prefix `/identity`, as devstack mounts it: the prefix moves
+  into SCRIPT_NAME, so the version documents' links carry it;
 * Octavia: every provider name pyccm may ask for (`amphora`, `octavia`) loads the noop
   driver, whose VIP hook declines so the API allocates a **real Neutron VIP port**; a
   settler thread, under the same lock, moves `PENDING_*` objects to `ACTIVE` / `DELETED`
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import sys
 import threading
 import time
@@ -61,12 +68,15 @@ def redacted(query: str) -> str:
     )
 
 
-def logged(app: Any, service: str, log_path: Path) -> Any:
-    log = log_path.open("a", buffering=1)
+def logged(app: Any, service: str, log: Any, listener: str, port: int) -> Any:
+    tls = listener != "http"
 
     def wrapper(environ: dict[str, Any], start_response: Any) -> Any:
         started = time.monotonic()
         status: list[str] = ["000"]
+        path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+        if tls:  # wsgiref guesses the scheme from $HTTPS, which nothing sets here
+            environ["wsgi.url_scheme"], environ["HTTPS"] = "https", "on"
 
         def recording_start(code: str, headers: Any, exc_info: Any = None) -> Any:
             status[0] = code.split(" ", 1)[0]
@@ -78,11 +88,14 @@ def logged(app: Any, service: str, log_path: Path) -> Any:
             "time": time.time(),
             "service": service,
             "method": environ.get("REQUEST_METHOD", ""),
-            "path": environ.get("PATH_INFO", ""),
+            "path": path,
             "query": redacted(environ.get("QUERY_STRING", "")),
             "status": int(status[0]),
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
             "user_agent": environ.get("HTTP_USER_AGENT", ""),
+            "listener": listener,
+            "port": port,
+            "host": environ.get("HTTP_HOST", ""),
         }
         log.write(json.dumps(entry) + "\n")
         return [body]
@@ -90,18 +103,71 @@ def logged(app: Any, service: str, log_path: Path) -> Any:
     return wrapper
 
 
-def serve(service: str, stack: Path, port: int) -> None:
+def mounted(app: Any, prefix: str) -> Any:
+    """`app` at `/` and under `prefix` (moved into SCRIPT_NAME, as a web server's mount does)."""
+
+    def wrapper(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path == prefix or path.startswith(prefix + "/"):
+            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + prefix
+            environ["PATH_INFO"] = path[len(prefix) :]
+        return app(environ, start_response)
+
+    return wrapper
+
+
+class TLSHandler(QuietHandler):
+    """The TLS handshake in the request's own thread, not in the accept loop: a client that
+    connects and never speaks (or a refused one) holds up nobody else."""
+
+    def setup(self) -> None:
+        self.request.do_handshake()
+        super().setup()
+
+
+class TLSServer(ThreadingServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        print(f"tls: {client_address}: {type(error).__name__}: {error}", file=sys.stderr)
+
+
+def tls_context(stack: Path, *, client_certificates: bool) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls = stack / "tls"
+    context.load_cert_chain(tls / "server.pem", tls / "server-key.pem")
+    if client_certificates:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(tls / "ca.pem")
+    return context
+
+
+def serve(service: str, stack: Path, ports: list[int]) -> None:
+    """The app on each listener: `http` on ports[0]; `https` and `mtls` on ports[1:3]."""
     sys.argv = [sys.argv[0]]  # the apps parse sys.argv with oslo.config at import time
     app = BUILDERS[service](stack)
-    server = make_server(
-        "127.0.0.1",
-        port,
-        logged(app, service, stack / f"{service}-access.log"),
-        server_class=ThreadingServer,
-        handler_class=QuietHandler,
-    )
-    print(f"{service} serving on {port}", flush=True)
-    server.serve_forever()
+    if service == "keystone":
+        app = mounted(app, "/identity")
+    log = (stack / f"{service}-access.log").open("a", buffering=1)
+    servers = []
+    for listener, port in zip(("http", "https", "mtls"), ports, strict=False):
+        tls = listener != "http"
+        server = make_server(
+            "127.0.0.1",
+            port,
+            logged(app, service, log, listener, port),
+            server_class=TLSServer if tls else ThreadingServer,
+            handler_class=TLSHandler if tls else QuietHandler,
+        )
+        if tls:
+            context = tls_context(stack, client_certificates=listener == "mtls")
+            server.socket = context.wrap_socket(
+                server.socket, server_side=True, do_handshake_on_connect=False
+            )
+        servers.append(server)
+    for server in servers[1:]:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"{service} serving on {', '.join(map(str, ports))}", flush=True)
+    servers[0].serve_forever()
 
 
 def keystone_app(stack: Path) -> Any:
@@ -483,7 +549,7 @@ def _create_server(
 def main() -> None:
     command, *rest = sys.argv[1:]
     if command == "serve":
-        serve(rest[0], Path(rest[1]), int(rest[2]))
+        serve(rest[0], Path(rest[1]), [int(port) for port in rest[2:]])
     elif command == "init":
         {"neutron": init_neutron, "octavia": init_octavia}[rest[0]](Path(rest[1]))
     elif command == "nova-servers":

@@ -13,8 +13,18 @@ to count what pyccm called. The cloud: external network `public` (172.24.4.0/22)
 network `private` (10.0.0.0/16, VIPs from 10.0.192.0 up), router `router1` between them, and
 per node `i` of `sim.scenario` a Neutron port with the node's InternalIP and a Nova server of
 the node's name whose network info names that port. `cloud.conf` and `clouds.yaml` are
-written like the simulator's. Every process started here is stopped on exit, also when
-setup fails half-way, and when the process that started them ends however it ends
+written like the simulator's.
+
+TLS: each service also listens on HTTPS and on mutual TLS (a client certificate signed by
+the session's private CA required; `certificates.py`), and Keystone also under `/identity`.
+`RegionOne`'s endpoints are the plain HTTP ones; a second region, `RegionTLS`, lists every
+service at a distinct URL per interface (public: HTTPS on 127.0.0.1; internal: mutual TLS;
+admin: HTTPS by the name `localhost`), so the access log (`Call.listener`, `Call.host`)
+shows which one a client picked. Identities beyond the tenant user (a trust, application
+credentials, a token, a user of another domain) are made on first use (`identities()`).
+
+Every process started here is stopped on exit, also when setup fails half-way, and when
+the process that started them ends however it ends
 (`pyccm.lifetime`): `python -m tests.conformance.realcloud DIR` stops its four services on
 Ctrl-C, SIGTERM and SIGHUP, and a SIGKILL of it sends each of them SIGTERM.
 """
@@ -44,6 +54,7 @@ import yaml
 
 from pyccm import lifetime
 from pyccm.sim.scenario import seed_node
+from tests.conformance.certificates import TLSFiles, write_certificates
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +62,23 @@ SERVICES_PY = REPO / "conformance" / "stack" / "services.py"
 INSTALL_PY = REPO / "conformance" / "install.py"
 SERVICES = ("keystone", "neutron", "octavia", "nova")
 REGION = "RegionOne"
+# The second region: every service at a distinct URL per interface, over TLS.
+REGION_TLS = "RegionTLS"
+INTERFACES = ("public", "internal", "admin")
+# What each interface of RegionTLS is: (listener, host name).
+TLS_INTERFACES = {
+    "public": ("https", "127.0.0.1"),
+    "internal": ("mtls", "127.0.0.1"),
+    "admin": ("https", "localhost"),
+}
+# Each service's catalog path (Keystone's identity endpoint names its version, Nova's too).
+CATALOG_PATH = {"keystone": "/v3", "neutron": "", "octavia": "", "nova": "/v2.1"}
+CATALOG_TYPE = {
+    "keystone": "identity",
+    "neutron": "network",
+    "octavia": "load-balancer",
+    "nova": "compute",
+}
 ADMIN_PASSWORD = "conformance-admin"
 TENANT = {"username": "ccm", "password": "ccm-conformance", "project": "demo"}
 START_TIMEOUT = 120.0
@@ -143,6 +171,44 @@ class Call:
     query: str
     status: int
     user_agent: str
+    # The listener the request arrived on (http, https, mtls), its port, and the Host header.
+    listener: str = "http"
+    port: int = 0
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class Identities:
+    """Credentials made in the real Keystone for the authentication tests (secrets included:
+    the tests check that none of them reaches pyccm's output)."""
+
+    project_id: str
+    user_id: str
+    # A trustee user in its own domain (as Magnum makes one per cluster) and the trust the
+    # tenant user gave it on its project, impersonating, with the tenant's roles.
+    trustee_id: str
+    trustee_password: str
+    trust_id: str
+    # An application credential of the tenant user on its project.
+    application_credential_id: str
+    application_credential_name: str
+    application_credential_secret: str
+    # A project-scoped token of the tenant user.
+    token: str
+    # A user of a domain other than Default, with the tenant's roles on its project.
+    other_domain: str
+    other_domain_id: str
+    other_username: str
+    other_password: str
+
+    def secrets(self) -> tuple[str, ...]:
+        return (
+            TENANT["password"],
+            self.trustee_password,
+            self.application_credential_secret,
+            self.token,
+            self.other_password,
+        )
 
 
 @dataclass
@@ -160,14 +226,49 @@ class Seeded:
 class RealCloud:
     """The running services, their configs, and operator-side controls for tests."""
 
-    def __init__(self, workdir: Path, ports: dict[str, int]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        ports: dict[str, int],
+        *,
+        https_ports: dict[str, int],
+        mtls_ports: dict[str, int],
+        tls: TLSFiles,
+    ) -> None:
         self.workdir = workdir
         self.ports = ports
+        self.https_ports = https_ports
+        self.mtls_ports = mtls_ports
+        self.tls = tls
         self.auth_url = f"http://127.0.0.1:{ports['keystone']}/v3"
         self.clouds_yaml_path = workdir / "clouds.yaml"
         self.cloud_conf_path = workdir / "cloud.conf"
         self.seeded = Seeded()
         self._connections: dict[str, Any] = {}
+        self._identities: Identities | None = None
+
+    # --- listeners ---------------------------------------------------------------------------
+    def port(self, service: str, listener: str) -> int:
+        return {"http": self.ports, "https": self.https_ports, "mtls": self.mtls_ports}[listener][
+            service
+        ]
+
+    def root(self, service: str, listener: str, host: str = "127.0.0.1") -> str:
+        """`scheme://host:port` of one listener of a service."""
+        scheme = "http" if listener == "http" else "https"
+        return f"{scheme}://{host}:{self.port(service, listener)}"
+
+    def region_tls_url(self, service: str, interface: str) -> str:
+        """The catalog URL of `service` for `interface` in RegionTLS."""
+        listener, host = TLS_INTERFACES[interface]
+        return self.root(service, listener, host) + CATALOG_PATH[service]
+
+    # --- identities --------------------------------------------------------------------------
+    def identities(self) -> Identities:
+        """The trust, application credentials, token and other-domain user, made once."""
+        if self._identities is None:
+            self._identities = _create_identities(self)
+        return self._identities
 
     # --- clients -----------------------------------------------------------------------------
     def connection(self, cloud: str = "ccm") -> Any:
@@ -212,6 +313,9 @@ class RealCloud:
                     query=raw["query"],
                     status=raw["status"],
                     user_agent=raw["user_agent"],
+                    listener=raw.get("listener", "http"),
+                    port=raw.get("port", 0),
+                    host=raw.get("host", ""),
                 )
                 entries.append((raw["time"], len(entries), call))
         return [call for _, _, call in sorted(entries)]
@@ -303,7 +407,13 @@ def running_real_cloud(
             f"`make conformance OPENSTACK_RELEASE={release()}`"
         )
     ports = {service: free_port() for service in SERVICES}
-    cloud = RealCloud(workdir, ports)
+    cloud = RealCloud(
+        workdir,
+        ports,
+        https_ports={service: free_port() for service in SERVICES},
+        mtls_ports={service: free_port() for service in SERVICES},
+        tls=write_certificates(workdir / "tls"),
+    )
     _write_configs(workdir, ports)
     with ExitStack() as stack:
         _initialise(workdir, ports)
@@ -313,7 +423,8 @@ def running_real_cloud(
         env = dict(os.environ, PYTHONWARNINGS="ignore", PYCCM_SETTLE_DELAY_S=str(settle_delay_s))
         for service in SERVICES:
             own_env = {**env, **quirks().env.get(service, {})}
-            stack.enter_context(_server(service, workdir, ports[service], own_env))
+            listeners = [cloud.port(service, name) for name in ("http", "https", "mtls")]
+            stack.enter_context(_server(service, workdir, listeners, own_env))
             if service == "keystone":
                 _create_accounts(cloud)
         _build_cloud(cloud, nodes)
@@ -339,17 +450,20 @@ def _run(command: list[str], log: Path, *, stdin: str | None = None) -> None:
 
 
 @contextmanager
-def _server(service: str, workdir: Path, port: int, env: dict[str, str]) -> Iterator[None]:
+def _server(service: str, workdir: Path, ports: list[int], env: dict[str, str]) -> Iterator[None]:
+    """The service on its listeners: plain HTTP on ports[0], HTTPS and mutual TLS on the rest
+    (all bound before the HTTP one answers)."""
     log = (workdir / f"{service}.log").open("ab")
+    command = [str(venv_python(service)), str(SERVICES_PY), "serve", service, str(workdir)]
     process = lifetime.spawn(
-        [str(venv_python(service)), str(SERVICES_PY), "serve", service, str(workdir), str(port)],
+        command + [str(port) for port in ports],
         stdout=log,
         stderr=log,
         env=env,
         cwd=workdir,
     )
     try:
-        _wait_until_serving(service, port, process, workdir)
+        _wait_until_serving(service, ports[0], process, workdir)
         yield
     finally:
         stop_process(process)
@@ -646,10 +760,11 @@ def _create_accounts(cloud: RealCloud) -> None:
     }
     for service_type, (name, url) in endpoints.items():
         service = identity.create_service(name=name, type=service_type)
-        for interface in ("public", "internal", "admin"):
+        for interface in INTERFACES:
             identity.create_endpoint(
                 service_id=service.id, interface=interface, url=url, region_id=REGION
             )
+    _create_region_tls(cloud, identity)
     domain = identity.find_domain("default")
     projects = {
         name: identity.create_project(name=name, domain_id=domain.id)
@@ -672,6 +787,68 @@ def _create_accounts(cloud: RealCloud) -> None:
     cloud.seeded.user_id = tenant.id
     # Tokens and catalogs cached before the endpoints existed must not be reused.
     cloud._connections.clear()
+
+
+def _create_region_tls(cloud: RealCloud, identity: Any) -> None:
+    """RegionTLS: every service (identity included) at a distinct URL per interface. The
+    services' own keystonemiddleware and service users name RegionOne, so they keep using
+    its plain HTTP endpoints."""
+    identity.create_region(id=REGION_TLS)
+    services = {s.type: s for s in identity.services()}
+    for name, service_type in CATALOG_TYPE.items():
+        for interface in INTERFACES:
+            identity.create_endpoint(
+                service_id=services[service_type].id,
+                interface=interface,
+                url=cloud.region_tls_url(name, interface),
+                region_id=REGION_TLS,
+            )
+
+
+def _create_identities(cloud: RealCloud) -> Identities:
+    """A trustee and the tenant's trust to it, application credentials and a token of the
+    tenant user, and a user of another domain (openstacksdk, as admin and as the tenant)."""
+    admin = cloud.connection("admin").identity
+    tenant = cloud.connection("ccm")
+    project_id, user_id = cloud.seeded.project_id, cloud.seeded.user_id
+    roles = [{"name": name} for name in ("member", "load-balancer_member")]
+    trustees = admin.create_domain(name="pyccm-trustees", description="as Magnum's")
+    trustee_password = "trustee-" + uuid.uuid4().hex
+    trustee = admin.create_user(
+        name=f"trustee-{uuid.uuid4().hex[:8]}", password=trustee_password, domain_id=trustees.id
+    )
+    trust = tenant.identity.create_trust(
+        trustor_user_id=user_id,
+        trustee_user_id=trustee.id,
+        project_id=project_id,
+        roles=roles,
+        impersonation=True,
+    )
+    secret = "appcred-" + uuid.uuid4().hex
+    credential = tenant.identity.create_application_credential(
+        user=user_id, name="pyccm-conformance", secret=secret
+    )
+    other = admin.create_domain(name="pyccm-elsewhere")
+    other_password = "elsewhere-" + uuid.uuid4().hex
+    other_user = admin.create_user(name="ccm", password=other_password, domain_id=other.id)
+    by_name = {role.name: role for role in admin.roles()}
+    for role in roles:
+        admin.assign_project_role_to_user(project_id, other_user, by_name[role["name"]])
+    return Identities(
+        project_id=project_id,
+        user_id=user_id,
+        trustee_id=trustee.id,
+        trustee_password=trustee_password,
+        trust_id=trust.id,
+        application_credential_id=credential.id,
+        application_credential_name=credential.name,
+        application_credential_secret=secret,
+        token=tenant.auth_token,
+        other_domain=other.name,
+        other_domain_id=other.id,
+        other_username=other_user.name,
+        other_password=other_password,
+    )
 
 
 def _build_cloud(cloud: RealCloud, nodes: int) -> None:

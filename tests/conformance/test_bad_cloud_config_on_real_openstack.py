@@ -136,7 +136,11 @@ def test_octavia_missing_from_the_catalog(
 ) -> None:
     identity = real_cloud.connection("admin").identity
     (service,) = [s for s in identity.services() if s.type == "load-balancer"]
-    endpoints = [(e.interface, e.url) for e in identity.endpoints() if e.service_id == service.id]
+    endpoints = [
+        (e.interface, e.url, e.region_id)
+        for e in identity.endpoints()
+        if e.service_id == service.id
+    ]
     for endpoint in [e for e in identity.endpoints() if e.service_id == service.id]:
         identity.delete_endpoint(endpoint)
     process = worker(kube[1], real_cloud.cloud_conf_path, tmp_path / "worker.log")
@@ -149,7 +153,7 @@ def test_octavia_missing_from_the_catalog(
         )
     finally:
         stop_process(process)
-        for interface, url in endpoints:
+        for interface, url, region in endpoints:
             identity.create_endpoint(
-                service_id=service.id, interface=interface, url=url, region_id="RegionOne"
+                service_id=service.id, interface=interface, url=url, region_id=region
             )
