@@ -65,6 +65,7 @@ POOL_PROTOCOLS_FOR = {
 POOL_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TCP", "UDP", "SCTP", "PROXY", "PROXYV2"})
 ALGORITHMS = frozenset({"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"})
 MONITOR_TYPES = frozenset({"HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP"})
+MAX_TAG = 255
 PERSISTENCE_TYPES = frozenset({"SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"})
 # Minimum API minor version for a field; below it Octavia's API does not know the field.
 FIELD_MIN_MINOR = {
@@ -931,6 +932,12 @@ def _tags(obj: dict[str, Any]) -> list[str]:
     tags = obj.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise bad_request("Invalid input for field/attribute tags. Expected a list of strings.")
+    if any(len(t) > MAX_TAG for t in tags):
+        # WSME's StringType(max_length=255), on every resource's tags.
+        raise bad_request(
+            f"Invalid input for field/attribute tags. Value: '{tags}'. "
+            f"Value should have a maximum character requirement of {MAX_TAG}"
+        )
     return tags
 
 
@@ -1188,7 +1195,9 @@ class OctaviaApi:
     def update_lb(self, req: Req) -> Reply:
         body = self.o.check_fields(_root_of(req.body, "loadbalancer"), LB_UPDATE, "loadbalancer")
         lb = self.o.settable_lb(req.match["id"])
-        changes = {"name": _str(body, "name")} if "name" in body else {}
+        changes: Record = {"name": _str(body, "name")} if "name" in body else {}
+        if "tags" in body:
+            changes["tags"] = _tags(body)
         self.o.loadbalancers.touch(lb, {**body, **changes})
         self.o.start(lb, Operation(lb_id=lb["id"]), lb_status="PENDING_UPDATE")
         return ok({"loadbalancer": self.o.render(self.o.loadbalancers, lb)})
@@ -1366,7 +1375,9 @@ class OctaviaApi:
         for name in ("name", "description"):
             if name in body:
                 changes[name] = _str(body, name)
-        for name in ("tags", "admin_state_up", "tls_enabled"):
+        if "tags" in body:
+            changes["tags"] = _tags(body)
+        for name in ("admin_state_up", "tls_enabled"):
             if name in body:
                 changes[name] = body[name]
         self.o.pools.touch(pool, {**changes, "updated_at": now_iso()})

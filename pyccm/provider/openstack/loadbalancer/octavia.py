@@ -53,6 +53,7 @@ from pyccm.provider.openstack.loadbalancer.api import (
 from pyccm.provider.openstack.loadbalancer.batch import JustWritten
 from pyccm.provider.openstack.loadbalancer.desired import (
     ListenerSpec,
+    added_tags,
     desired_listeners,
     fingerprint,
 )
@@ -200,6 +201,13 @@ class OctaviaLoadBalancers:
             )
         if owner:
             self._claim(cfg, lb, reconciler)
+        elif cfg.lb_tags:
+            events.warn(
+                a.INVALID_ANNOTATION,
+                f"annotation {a.LOAD_BALANCER_TAGS} ignored: load balancer {lb.id} is shared "
+                f"with this Service through {a.LOAD_BALANCER_ID}; only the Service it was "
+                "created for tags it",
+            )
         return lb, self._addresses(cfg, lb, owner=owner, events=events, fresh=fresh)
 
     def _family_lbs(
@@ -433,7 +441,7 @@ class OctaviaLoadBalancers:
         if cfg.lb_provider:
             body["provider"] = cfg.lb_provider
         if cfg.features.tags:
-            body["tags"] = [cfg.name, cfg.owner_tag] if cfg.owner_tag else [cfg.name]
+            body["tags"] = self._lb_tags(cfg)
         elif cfg.cluster_id:
             body["description"] += naming.owner_mark(cfg.cluster_id)
         if cfg.flavor_id:
@@ -602,17 +610,23 @@ class OctaviaLoadBalancers:
     ) -> OwnedByAnotherCluster:
         return OwnedByAnotherCluster(self._owned_message(cfg, lb, holder), owner=holder)
 
+    @staticmethod
+    def _lb_tags(cfg: ServiceConfig) -> list[str]:
+        """The tags the Service's own load balancer carries: its name, this cluster's owner
+        tag, then the user's `load-balancer-tags` (which can never be one of the first two:
+        `Annotations.tags`)."""
+        return [t for t in (cfg.name, cfg.owner_tag, *cfg.lb_tags) if t]
+
     def _claim(self, cfg: ServiceConfig, lb: LoadBalancer, reconciler: Reconciler) -> None:
         """Tags the Service's own load balancer with its name (Octavia 2.5) and this
         cluster's id: an untagged one (upstream's, or from before cluster ids) is adopted
         here, once; from then on no other cluster takes it. Without tags the id goes in
         the description."""
         if cfg.features.tags:
-            missing = [t for t in (cfg.name, cfg.owner_tag) if t and t not in lb.tags]
-            if missing:
-                if cfg.owner_tag in missing:
+            tags = added_tags(lb.tags, self._lb_tags(cfg))
+            if tags is not None:
+                if cfg.owner_tag and cfg.owner_tag not in lb.tags:
                     log.info("load balancer %s (%s): adopted by this cluster", lb.id, lb.name)
-                tags = [*(t for t in lb.tags if t), *missing]
                 reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
         elif cfg.cluster_id and naming.owner_of((), lb.description) is None:
             description = lb.description + naming.owner_mark(cfg.cluster_id)

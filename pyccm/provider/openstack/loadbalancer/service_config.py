@@ -117,6 +117,11 @@ class ServiceConfig:
     extra_member_subnet_id: str = ""
     # The load balancer of a dual-stack Service's second family (named with `_ipv<v>`).
     secondary: bool = False
+    # The user's tags (`load-balancer-tags`, `listener-tags`, `pool-tags`), added beside
+    # pyccm's own; () below Octavia 2.5.
+    lb_tags: tuple[str, ...] = ()
+    listener_tags: tuple[str, ...] = ()
+    pool_tags: tuple[str, ...] = ()
 
     @property
     def owner_tag(self) -> str:
@@ -294,6 +299,21 @@ def _flavor(
     return flavor
 
 
+UserTags = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+TAG_ANNOTATIONS = (a.LOAD_BALANCER_TAGS, a.LISTENER_TAGS, a.POOL_TAGS)
+
+
+def _user_tags(ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> UserTags:
+    """The load balancer's, listeners' and pools' user tags; none below Octavia 2.5."""
+    lb, listener, pool = (ann.tags(key) for key in TAG_ANNOTATIONS)
+    if (lb or listener or pool) and not features.tags:
+        given = zip(TAG_ANNOTATIONS, (lb, listener, pool), strict=True)
+        named = ", ".join(key for key, tags in given if tags)
+        events.warn("LoadBalancerTagsIgnored", f"{named} ignored: it {features.lacking('tags')}")
+        return (), (), ()
+    return lb, listener, pool
+
+
 def _monitor(
     service: Service,
     settings: LoadBalancerSettings,
@@ -413,6 +433,7 @@ class Resolver:
             member_subnet,
         )
         proxy, xff = _proxy_and_xff(ann)
+        lb_tags, listener_tags, pool_tags = _user_tags(ann, features, events)
         lb_id = ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id")
         ranges = _source_ranges(service, events, ann, version)
         floating_network = ""
@@ -468,6 +489,9 @@ class Resolver:
             max_shared_lb=settings.max_shared_lb,
             manage_security_groups=settings.manage_security_groups,
             cluster_id=self._cluster_id,
+            lb_tags=lb_tags,
+            listener_tags=listener_tags,
+            pool_tags=pool_tags,
         )
 
     def resolve_features(self) -> OctaviaFeatures:
