@@ -64,7 +64,7 @@ from pyccm.provider.openstack.loadbalancer.families import (
     wanted_versions,
 )
 from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
-from pyccm.provider.openstack.loadbalancer.members import Backends
+from pyccm.provider.openstack.loadbalancer.members import Backend, Backends, MemberChoice
 from pyccm.provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
 from pyccm.provider.openstack.loadbalancer.orphans import Inventory
 from pyccm.provider.openstack.loadbalancer.plan import DryRunClient, planned_changes
@@ -78,6 +78,8 @@ from pyccm.provider.settings import ProviderSettings
 log = logging.getLogger(__name__)
 
 DELETED = "DELETED"
+# Nodes left out of the pools: none of their addresses fits the member choice.
+MEMBER_ADDRESS_MISSING = "LoadBalancerNodeAddressMissing"
 GONE = frozenset({DELETED, PENDING_DELETE})
 
 
@@ -167,7 +169,8 @@ class OctaviaLoadBalancers:
         first, lb, addresses = served[0]
         if len(served) == 1 and not first.extra_version:
             self._drop_secondary(cfg, service)
-        self._security_groups(events).ensure([f for f, _, _ in served], service, nodes)
+        families = [f for f, _, _ in served]
+        self._security_groups(events).ensure(families, service, nodes, self._all_choices(families))
         with self._lock:
             # The outcome moves the annotation to `lb`.
             self._replacing.discard(cfg.lb_id)
@@ -189,7 +192,7 @@ class OctaviaLoadBalancers:
         found: LoadBalancer | None,
     ) -> tuple[LoadBalancer, list[str]]:
         """One load balancer of the Service: (it, the addresses it is reached on)."""
-        specs = self._specs(cfg, service, nodes)
+        specs = self._specs(cfg, service, nodes, events)
         started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs, found)
         reconciler = self._reconciler(lb.id, cfg, events)
@@ -252,9 +255,12 @@ class OctaviaLoadBalancers:
         for family, lb in families:
             assert lb is not None  # checked above
             self._require_active(lb)
-            specs = self._specs(family, service, nodes)
+            specs = self._specs(family, service, nodes, events)
             self._reconciler(lb.id, family, events).backends(specs)
-        self._security_groups(events).update_members([f for f, _ in families], service, nodes)
+        configs = [f for f, _ in families]
+        self._security_groups(events).update_members(
+            configs, service, nodes, self._all_choices(configs)
+        )
         return events.all()
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
@@ -401,13 +407,46 @@ class OctaviaLoadBalancers:
             self._verified.record(key, lb, print_, started=started)
 
     def _specs(
-        self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]
+        self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node], events: a.Events
     ) -> list[ListenerSpec]:
-        backends = self._backends.of(nodes, cfg.node_selector, cfg.ip_version)
-        if cfg.extra_version:
-            # One load balancer for both families: each pool holds the members of both.
-            backends += self._backends.of(nodes, cfg.node_selector, cfg.extra_version)
+        """The listeners; a load balancer serving both families (additional VIPs) has the
+        members of both in each pool. Nodes with no address the member choice allows are
+        left out and named in a Warning."""
+        backends: tuple[Backend, ...] = ()
+        for choice in self._choices(cfg):
+            members = self._backends.of(nodes, cfg.node_selector, choice)
+            backends += members.backends
+            if members.left_out:
+                shown = ", ".join(members.left_out[:10])
+                more = len(members.left_out) - 10
+                events.warn(
+                    MEMBER_ADDRESS_MISSING,
+                    f"{len(members.left_out)} node(s) have no {choice.describe()} and are not "
+                    f"members of {cfg.name}: {shown}{f' and {more} more' if more > 0 else ''}"
+                    f" ({a.NODE_ADDRESS_TYPE}, {a.MEMBER_SUBNET_ID})",
+                )
         return desired_listeners(cfg, service, backends)
+
+    def _all_choices(self, families: Sequence[ServiceConfig]) -> tuple[MemberChoice, ...]:
+        if not families[0].manage_security_groups:
+            return ()  # only the security groups' member ports need them here
+        return tuple(dict.fromkeys(c for cfg in families for c in self._choices(cfg)))
+
+    def _choices(self, cfg: ServiceConfig) -> tuple[MemberChoice, ...]:
+        """How each family's member address is chosen: by `node-address-type`, and within a
+        configured member subnet's CIDR (the subnet read once per process)."""
+        subnets = {
+            cfg.ip_version: cfg.member_subnet_id,
+            cfg.extra_version: cfg.extra_member_subnet_id,
+        }
+        choices = []
+        for version in cfg.versions:
+            cidr = ""
+            if cfg.member_subnet_chosen and subnets.get(version):
+                subnet = self._families.subnet(subnets[version])
+                cidr = subnet.cidr if subnet.ip_version == version else ""
+            choices.append(MemberChoice(version, cfg.node_address_type, cidr))
+        return tuple(choices)
 
     def _require_active(self, lb: LoadBalancer) -> None:
         if lb.provisioning_status == ACTIVE:

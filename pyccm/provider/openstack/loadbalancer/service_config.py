@@ -28,6 +28,8 @@ from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.openstack.loadbalancer.api import Api
 from pyccm.provider.openstack.loadbalancer.members import (
+    ADDRESS_TYPES,
+    MemberChoice,
     Selector,
     member_address,
     node_matches,
@@ -81,6 +83,11 @@ class ServiceConfig:
     vip_network_id: str
     vip_port_id: str
     member_subnet_id: str
+    # `member-subnet-id` is configured (annotation, class or `[LoadBalancer]`), not the VIP's
+    # subnet by default: members are the nodes' addresses in it.
+    member_subnet_chosen: bool
+    # `node-address-type`: the only node address type members have ("" upstream's order).
+    node_address_type: str
     floating_network_id: str
     floating_subnet: FloatingSubnet
     keep_floatingip: bool
@@ -267,6 +274,14 @@ def _proxy_and_xff(ann: a.Annotations) -> tuple[str, bool]:
     return proxy, xff
 
 
+def _node_address_type(ann: a.Annotations) -> str:
+    kind = ann.string(a.NODE_ADDRESS_TYPE)
+    if kind and kind not in ADDRESS_TYPES:
+        ann.invalid(a.NODE_ADDRESS_TYPE, kind, "is not InternalIP or ExternalIP", "")
+        return ""
+    return kind
+
+
 def _lb_method(settings: LoadBalancerSettings, ann: a.Annotations) -> str:
     method = ann.string(a.LB_METHOD, settings.lb_method)
     if method not in ALGORITHMS:
@@ -426,12 +441,12 @@ class Resolver:
         member_subnet = _first(settings.subnet_id, vip_subnet)
         if lookups and not vip_network and not vip_subnet:
             vip_subnet = member_subnet = self._subnet_of_first_node(nodes, version)
-        member_subnet = _first(
+        chosen = (
             ann.string(a.MEMBER_SUBNET_ID),
             lb_class.member_subnet_id,
             settings.member_subnet_id,
-            member_subnet,
         )
+        member_subnet = _first(*chosen, member_subnet)
         proxy, xff = _proxy_and_xff(ann)
         lb_tags, listener_tags, pool_tags = _user_tags(ann, features, events)
         lb_id = ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id")
@@ -461,6 +476,8 @@ class Resolver:
             vip_network_id=vip_network,
             vip_port_id=ann.string(a.PORT_ID),
             member_subnet_id=member_subnet,
+            member_subnet_chosen=any(chosen),
+            node_address_type=_node_address_type(ann),
             floating_network_id=floating_network,
             floating_subnet=_floating_subnet(lb_class, settings, ann),
             keep_floatingip=ann.boolean(a.KEEP_FLOATINGIP, False),
@@ -527,7 +544,8 @@ class Resolver:
 
     def _subnet_of_first_node(self, nodes: Sequence[Node], version: int) -> str:
         """Upstream's autodetection: the subnet of the first node's address, from its port."""
-        node = next((n for n in nodes if member_address(n, version)), None)
+        choice = MemberChoice(version)
+        node = next((n for n in nodes if member_address(n, choice)), None)
         if node is None:
             raise CloudError("no node address to find the load balancer's subnet from")
         try:
@@ -536,7 +554,7 @@ class Resolver:
             raise CloudError(
                 f"set [LoadBalancer] subnet-id: node {node.name} has no usable providerID"
             ) from exc
-        address = member_address(node, version)
+        address = member_address(node, choice)
         for port in self._api.server_ports(server_id):
             for fixed in port.fixed_ips:
                 if fixed.ip_address == address and fixed.subnet_id:
