@@ -301,10 +301,9 @@ def _timeouts(ann: a.Annotations, features: OctaviaFeatures) -> dict[str, int] |
     }
 
 
-def _flavor(
-    ann: a.Annotations, settings: LoadBalancerSettings, features: OctaviaFeatures, events: a.Events
-) -> str:
-    flavor = ann.string(a.FLAVOR_ID, settings.flavor_id)
+def _flavor(ann: a.Annotations, default: str, features: OctaviaFeatures, events: a.Events) -> str:
+    """The annotation, else the class's, else `[LoadBalancer]`'s (`default`)."""
+    flavor = ann.string(a.FLAVOR_ID, default)
     if flavor and not features.flavors:
         events.warn(
             "LoadBalancerFlavorIgnored",
@@ -335,6 +334,8 @@ def _monitor(
     ann: a.Annotations,
     features: OctaviaFeatures,
     events: a.Events,
+    *,
+    provider: str,
 ) -> MonitorConfig | None:
     spec = service.spec
     local = spec.external_traffic_policy == "Local" and spec.health_check_node_port > 0
@@ -353,7 +354,7 @@ def _monitor(
                 "nodes without local endpoints, which drop it",
             )
         return None
-    http_allowed = settings.lb_provider != "ovn"
+    http_allowed = provider != "ovn"
     if any(p.protocol == "UDP" for p in spec.ports):
         http_allowed = http_allowed and features.http_monitors_on_udp
     delay = ann.integer(a.HEALTH_MONITOR_DELAY, settings.monitor_delay, minimum=1)
@@ -431,8 +432,10 @@ class Resolver:
         """`lookups=False` skips every cloud call (for delete and get, which need no subnets)."""
         settings = self._settings
         ann = a.Annotations(service.metadata.annotations, events)
-        features = self._features.octavia(lb_provider=settings.lb_provider)
         lb_class = _lb_class(settings, ann)
+        # The class's Octavia provider, else `[LoadBalancer]`'s: the feature gates follow it.
+        provider = lb_class.lb_provider or settings.lb_provider
+        features = self._features.octavia(lb_provider=provider)
         version = _ip_version(service)
         internal = settings.internal_lb or ann.boolean(a.INTERNAL, False)
         networks = (ann.string(a.NETWORK_ID), lb_class.network_id, settings.network_id)
@@ -484,16 +487,16 @@ class Resolver:
             load_balancer_ip=service.spec.load_balancer_ip,
             connection_limit=ann.integer(a.CONNECTION_LIMIT, -1, minimum=-1),
             lb_method=_lb_method(settings, ann),
-            lb_provider=settings.lb_provider,
+            lb_provider=provider,
             proxy=proxy,
             xff=xff,
             timeouts=_timeouts(ann, features),
             source_ranges=ranges,
             allowed_cidrs=ranges if features.vip_acl else None,
-            flavor_id=_flavor(ann, settings, features, events),
-            availability_zone=self._zone(ann, features, events),
+            flavor_id=_flavor(ann, lb_class.flavor_id or settings.flavor_id, features, events),
+            availability_zone=self._zone(ann, lb_class, features, events),
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
-            monitor=_monitor(service, settings, ann, features, events),
+            monitor=_monitor(service, settings, ann, features, events, provider=provider),
             session_persistence=service.spec.session_affinity == "ClientIP",
             hostname=ann.matching(a.HOSTNAME, a.DNS_SUBDOMAIN, "is not a DNS name (RFC 1123)"),
             hostname_suffix=(
@@ -527,12 +530,19 @@ class Resolver:
             )
         )
 
-    def _zone(self, ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> str:
+    def _zone(
+        self,
+        ann: a.Annotations,
+        lb_class: LoadBalancerClass,
+        features: OctaviaFeatures,
+        events: a.Events,
+    ) -> str:
+        """The annotation, else the class's, else `[LoadBalancer]`'s."""
         zone = ann.matching(
             a.AVAILABILITY_ZONE,
             a.ZONE_NAME,
             "is not an availability zone name (1 to 255 printable characters)",
-            default=self._settings.availability_zone,
+            default=lb_class.availability_zone or self._settings.availability_zone,
         )
         if zone and not features.availability_zones:
             events.warn(
