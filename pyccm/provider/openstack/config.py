@@ -79,7 +79,9 @@ class GlobalSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadBalancerClass:
-    """`[LoadBalancerClass "name"]`, chosen per Service by `loadbalancer.openstack.org/class`."""
+    """`[LoadBalancerClass "name"]`, chosen per Service by `loadbalancer.openstack.org/class`.
+    Beyond upstream, a class also takes the Octavia provider, flavor and availability zone
+    of its load balancers (else `[LoadBalancer]`'s; the annotations still win)."""
 
     floating_network_id: str = ""
     floating_subnet_id: str = ""
@@ -88,8 +90,6 @@ class LoadBalancerClass:
     network_id: str = ""
     subnet_id: str = ""
     member_subnet_id: str = ""
-    # Beyond upstream: the Octavia provider, flavor and availability zone of the class's
-    # load balancers (else `[LoadBalancer]`'s; the annotations still win).
     lb_provider: str = ""
     flavor_id: str = ""
     availability_zone: str = ""
