@@ -17,10 +17,11 @@ from pyccm.protocol.views import Service, ServicePort
 from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer.members import Backend, address_version
 from pyccm.provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
+from pyccm.provider.openstack.loadbalancer.service_annotations import FORWARDED_HEADERS
 from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
 
 Body = dict[str, Any]
-XFF = "X-Forwarded-For"
+FORWARDED = frozenset(FORWARDED_HEADERS.values())
 
 
 def member_key(member: Member) -> str:
@@ -184,7 +185,8 @@ class ListenerSpec:
     # The Service's name tag and the user's `listener-tags`; () below Octavia 2.5.
     tags: tuple[str, ...]
     timeouts: dict[str, int] | None
-    xff: bool
+    # The `insert_headers` keys turned on ("X-Forwarded-For", ...).
+    headers: tuple[str, ...]
     tls_ref: str
     allowed_cidrs: tuple[str, ...] | None
     pool: PoolSpec
@@ -213,8 +215,8 @@ class ListenerSpec:
         body: Body = {}
         if self.timeouts is not None:
             body |= self.timeouts
-        if self.xff:
-            body["insert_headers"] = {XFF: "true"}
+        if self.headers:
+            body["insert_headers"] = dict.fromkeys(self.headers, "true")
         if self.tls_ref:
             body["default_tls_container_ref"] = self.tls_ref
         if self.allowed_cidrs is not None:
@@ -229,8 +231,10 @@ class ListenerSpec:
         if current.connection_limit != self.connection_limit:
             changes["connection_limit"] = self.connection_limit
         headers = current.insert_headers or {}
-        if (headers.get(XFF) == "true") != self.xff:
-            changes["insert_headers"] = {XFF: "true"} if self.xff else {}
+        if {k for k in FORWARDED if headers.get(k) == "true"} != set(self.headers):
+            # The other headers (set by hand) stay.
+            kept = {k: v for k, v in headers.items() if k not in FORWARDED}
+            changes["insert_headers"] = kept | dict.fromkeys(self.headers, "true")
         if (current.default_tls_container_ref or "") != self.tls_ref:
             changes["default_tls_container_ref"] = self.tls_ref or None
         for name, value in (self.timeouts or {}).items():
@@ -294,7 +298,7 @@ def desired_listeners(
                 connection_limit=cfg.connection_limit,
                 tags=(cfg.name, *cfg.listener_tags) if cfg.features.tags else (),
                 timeouts=cfg.timeouts,
-                xff=cfg.xff,
+                headers=tuple(FORWARDED_HEADERS[key] for key in cfg.forwarded),
                 tls_ref=cfg.tls_ref,
                 allowed_cidrs=cfg.allowed_cidrs,
                 pool=pool,

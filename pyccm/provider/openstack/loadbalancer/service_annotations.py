@@ -30,6 +30,14 @@ PORT_ID = PREFIX + "port-id"
 LB_METHOD = PREFIX + "lb-method"
 PROXY_PROTOCOL = PREFIX + "proxy-protocol"
 X_FORWARDED_FOR = PREFIX + "x-forwarded-for"
+X_FORWARDED_PORT = PREFIX + "x-forwarded-port"
+X_FORWARDED_PROTO = PREFIX + "x-forwarded-proto"
+# Each X-Forwarded annotation and the Octavia `insert_headers` key it turns on.
+FORWARDED_HEADERS = {
+    X_FORWARDED_FOR: "X-Forwarded-For",
+    X_FORWARDED_PORT: "X-Forwarded-Port",
+    X_FORWARDED_PROTO: "X-Forwarded-Proto",
+}
 SUBNET_ID = PREFIX + "subnet-id"
 NETWORK_ID = PREFIX + "network-id"
 MEMBER_SUBNET_ID = PREFIX + "member-subnet-id"

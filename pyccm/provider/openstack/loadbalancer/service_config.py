@@ -96,7 +96,9 @@ class ServiceConfig:
     lb_method: str
     lb_provider: str
     proxy: str
-    xff: bool
+    # The X-Forwarded annotations set to "true" (`x-forwarded-for`, `-port`, `-proto`), in
+    # `a.FORWARDED_HEADERS` order: each inserts its header, and any makes the listener HTTP.
+    forwarded: tuple[str, ...]
     timeouts: dict[str, int] | None
     # The Service's source ranges (allow-all when it has none); enforced by the listeners'
     # `allowed_cidrs` where Octavia has them, else by security-group rules with ovn.
@@ -151,12 +153,12 @@ class ServiceConfig:
         """Upstream's mapping: a TLS ref terminates HTTPS, X-Forwarded-For needs HTTP."""
         if self.tls_ref:
             return "TERMINATED_HTTPS"
-        return "HTTP" if self.xff else port.protocol
+        return "HTTP" if self.forwarded else port.protocol
 
     def pool_protocol(self, listener_protocol: str) -> str:
         if self.proxy:
             return self.proxy
-        return "HTTP" if self.xff or self.tls_ref else listener_protocol
+        return "HTTP" if self.forwarded or self.tls_ref else listener_protocol
 
     def refusal(self, service: Service) -> str:
         """Why an ensure must not touch the cloud at all, or "" when it may. An input that
@@ -194,7 +196,7 @@ class ServiceConfig:
             tls = "[LoadBalancer] default-tls-container-ref"
         causes = (
             (tls, self.tls_ref),
-            (a.X_FORWARDED_FOR, self.xff),
+            *((key, True) for key in self.forwarded),
             (a.PROXY_PROTOCOL, self.proxy),
         )
         named = " and ".join(name for name, on in causes if on)
@@ -261,17 +263,20 @@ def _source_ranges(
     return tuple(valid) or (ALLOW_ALL[version],)
 
 
-def _proxy_and_xff(ann: a.Annotations) -> tuple[str, bool]:
+def _proxy_and_forwarded(ann: a.Annotations) -> tuple[str, tuple[str, ...]]:
+    """The PROXY protocol and the X-Forwarded annotations that are on; PROXY wins (a
+    header is inserted into HTTP, which a PROXY pool does not speak)."""
     raw = ann.string(a.PROXY_PROTOCOL, "false")
     proxy = PROXY_VALUES.get(raw)
     if proxy is None:
         ann.invalid(a.PROXY_PROTOCOL, raw, "is not true, v1, v2 or false", "false")
         proxy = ""
-    xff = ann.boolean(a.X_FORWARDED_FOR, False)
-    if proxy and xff:
-        ann.invalid(a.X_FORWARDED_FOR, "true", "cannot be combined with PROXY protocol", False)
-        xff = False
-    return proxy, xff
+    forwarded = tuple(key for key in a.FORWARDED_HEADERS if ann.boolean(key, False))
+    if proxy:
+        for key in forwarded:
+            ann.invalid(key, "true", "cannot be combined with PROXY protocol", False)
+        forwarded = ()
+    return proxy, forwarded
 
 
 def _node_address_type(ann: a.Annotations) -> str:
@@ -450,7 +455,7 @@ class Resolver:
             settings.member_subnet_id,
         )
         member_subnet = _first(*chosen, member_subnet)
-        proxy, xff = _proxy_and_xff(ann)
+        proxy, forwarded = _proxy_and_forwarded(ann)
         lb_tags, listener_tags, pool_tags = _user_tags(ann, features, events)
         lb_id = ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id")
         ranges = _source_ranges(service, events, ann, version)
@@ -489,7 +494,7 @@ class Resolver:
             lb_method=_lb_method(settings, ann),
             lb_provider=provider,
             proxy=proxy,
-            xff=xff,
+            forwarded=forwarded,
             timeouts=_timeouts(ann, features),
             source_ranges=ranges,
             allowed_cidrs=ranges if features.vip_acl else None,
