@@ -84,7 +84,9 @@ class GlobalSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadBalancerClass:
-    """`[LoadBalancerClass "name"]`, chosen per Service by `loadbalancer.openstack.org/class`."""
+    """`[LoadBalancerClass "name"]`, chosen per Service by `loadbalancer.openstack.org/class`.
+    Beyond upstream, a class also takes the Octavia provider, flavor and availability zone
+    of its load balancers (else `[LoadBalancer]`'s; the annotations still win)."""
 
     floating_network_id: str = ""
     floating_subnet_id: str = ""
@@ -93,6 +95,9 @@ class LoadBalancerClass:
     network_id: str = ""
     subnet_id: str = ""
     member_subnet_id: str = ""
+    lb_provider: str = ""
+    flavor_id: str = ""
+    availability_zone: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,12 +282,17 @@ def _check_load_balancer(section: Section, settings: LoadBalancerSettings) -> No
 
 
 def _classes(document: IniDocument) -> dict[str, LoadBalancerClass]:
-    return {
-        name: LoadBalancerClass(
-            **_strings_of(Section(document, "LoadBalancerClass", name), LoadBalancerClass)
-        )
-        for name in document.subsections("LoadBalancerClass")
-    }
+    classes = {}
+    for name in document.subsections("LoadBalancerClass"):
+        section = Section(document, "LoadBalancerClass", name)
+        found = LoadBalancerClass(**_strings_of(section, LoadBalancerClass))
+        if found.lb_provider and found.lb_provider not in KNOWN_LB_PROVIDERS:
+            known = ", ".join(KNOWN_LB_PROVIDERS)
+            raise section.error("lb-provider", f"unknown provider {found.lb_provider!r} ({known})")
+        if len(found.availability_zone) > 255:
+            raise section.error("availability-zone", "is over 255 characters")
+        classes[name] = found
+    return classes
 
 
 def _sort_order(section: Section) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

@@ -65,6 +65,16 @@ POOL_PROTOCOLS_FOR = {
 POOL_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TCP", "UDP", "SCTP", "PROXY", "PROXYV2"})
 ALGORITHMS = frozenset({"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"})
 MONITOR_TYPES = frozenset({"HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP"})
+MAX_TAG = 255
+# octavia_lib's SUPPORTED_HTTP_HEADERS and SUPPORTED_SSL_HEADERS.
+HTTP_HEADERS = frozenset(
+    {"X-Forwarded-For", "X-Forwarded-Port", "X-Forwarded-Proto", "X-Forwarded-IP", "X-Client-IP"}
+    | {"X-Real-IP"}
+)
+SSL_HEADERS = frozenset(
+    {"X-SSL-Client-Verify", "X-SSL-Client-Has-Cert", "X-SSL-Client-DN", "X-SSL-Client-CN"}
+    | {"X-SSL-Issuer", "X-SSL-Client-SHA1", "X-SSL-Client-Not-Before", "X-SSL-Client-Not-After"}
+)
 PERSISTENCE_TYPES = frozenset({"SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"})
 # Minimum API minor version for a field; below it Octavia's API does not know the field.
 FIELD_MIN_MINOR = {
@@ -594,7 +604,7 @@ class Octavia:
             "default_pool_id": None,
             "default_tls_container_ref": obj.get("default_tls_container_ref"),
             "sni_container_refs": list(obj.get("sni_container_refs") or []),
-            "insert_headers": _headers(obj.get("insert_headers")),
+            "insert_headers": _headers(obj.get("insert_headers"), protocol),
             "l7policies": [],
             "allowed_cidrs": _cidrs(obj.get("allowed_cidrs")),
             "timeout_client_data": _int(
@@ -931,6 +941,12 @@ def _tags(obj: dict[str, Any]) -> list[str]:
     tags = obj.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise bad_request("Invalid input for field/attribute tags. Expected a list of strings.")
+    if any(len(t) > MAX_TAG for t in tags):
+        # WSME's StringType(max_length=255), on every resource's tags.
+        raise bad_request(
+            f"Invalid input for field/attribute tags. Value: '{tags}'. "
+            f"Value should have a maximum character requirement of {MAX_TAG}"
+        )
     return tags
 
 
@@ -982,11 +998,24 @@ def _check_uuid(name: str, value: Any) -> None:
         ) from None
 
 
-def _headers(value: Any) -> dict[str, str]:
+def _headers(value: Any, protocol: str) -> dict[str, str]:
+    """Octavia's `_validate_insert_headers`: only HTTP and TERMINATED_HTTPS listeners insert
+    headers, only its known ones, the client-certificate ones only with TLS termination."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise bad_request(f"Invalid input for field/attribute insert_headers. Value: '{value}'.")
+    if not value:
+        return {}
+    if protocol not in ("HTTP", "TERMINATED_HTTPS"):
+        raise bad_request(
+            f"insert-headers is not a valid option for a {protocol} protocol listener."
+        )
+    if set(value) - HTTP_HEADERS - SSL_HEADERS:
+        raise bad_request(f"{list(value)} is not a valid option for insert_headers")
+    ssl = [name for name in value if name in SSL_HEADERS]
+    if ssl and protocol != "TERMINATED_HTTPS":
+        raise bad_request(f"{ssl} is not a valid option for {protocol} protocol listener.")
     return dict(value)
 
 
@@ -1188,7 +1217,9 @@ class OctaviaApi:
     def update_lb(self, req: Req) -> Reply:
         body = self.o.check_fields(_root_of(req.body, "loadbalancer"), LB_UPDATE, "loadbalancer")
         lb = self.o.settable_lb(req.match["id"])
-        changes = {"name": _str(body, "name")} if "name" in body else {}
+        changes: Record = {"name": _str(body, "name")} if "name" in body else {}
+        if "tags" in body:
+            changes["tags"] = _tags(body)
         self.o.loadbalancers.touch(lb, {**body, **changes})
         self.o.start(lb, Operation(lb_id=lb["id"]), lb_status="PENDING_UPDATE")
         return ok({"loadbalancer": self.o.render(self.o.loadbalancers, lb)})
@@ -1366,7 +1397,9 @@ class OctaviaApi:
         for name in ("name", "description"):
             if name in body:
                 changes[name] = _str(body, name)
-        for name in ("tags", "admin_state_up", "tls_enabled"):
+        if "tags" in body:
+            changes["tags"] = _tags(body)
+        for name in ("admin_state_up", "tls_enabled"):
             if name in body:
                 changes[name] = body[name]
         self.o.pools.touch(pool, {**changes, "updated_at": now_iso()})

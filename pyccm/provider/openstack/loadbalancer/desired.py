@@ -17,10 +17,11 @@ from pyccm.protocol.views import Service, ServicePort
 from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer.members import Backend, address_version
 from pyccm.provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
+from pyccm.provider.openstack.loadbalancer.service_annotations import FORWARDED_HEADERS
 from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
 
 Body = dict[str, Any]
-XFF = "X-Forwarded-For"
+FORWARDED = frozenset(FORWARDED_HEADERS.values())
 
 
 def member_key(member: Member) -> str:
@@ -30,6 +31,14 @@ def member_key(member: Member) -> str:
 
 def _key(name: str, address: str, port: int, monitor_port: int | None) -> str:
     return f"{name}-{address}-{port}-{monitor_port}"
+
+
+def added_tags(current: Sequence[str], wanted: Sequence[str]) -> list[str] | None:
+    """The tag list a PUT sets to add what `current` lacks of `wanted`, or None when it has
+    them all. Tags are only ever added (upstream's merge): a tag that left an annotation
+    stays, and so do tags others wrote."""
+    missing = [t for t in wanted if t not in current]
+    return [*(t for t in current if t), *missing] if missing else None
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class PoolSpec:
     other_member_subnet_id: str = ""
     monitor_port: int | None = None
     monitor: MonitorSpec | None = None
+    # The user's `pool-tags` (pyccm tags no pool itself).
+    tags: tuple[str, ...] = ()
 
     def body(self) -> Body:
         """The pool alone: a standalone `POST /pools` must not carry members or a monitor
@@ -94,6 +105,8 @@ class PoolSpec:
             "protocol": self.protocol,
             "lb_algorithm": self.lb_algorithm,
         }
+        if self.tags:
+            body["tags"] = list(self.tags)
         if self.persistence:
             body["session_persistence"] = {"type": "SOURCE_IP"}
         return body
@@ -113,6 +126,8 @@ class PoolSpec:
         has = current.session_persistence is not None and bool(current.session_persistence.type)
         if has != self.persistence:
             changes["session_persistence"] = {"type": "SOURCE_IP"} if self.persistence else None
+        if (tags := added_tags(current.tags, self.tags)) is not None:
+            changes["tags"] = tags
         return changes
 
     @property
@@ -167,9 +182,11 @@ class ListenerSpec:
     protocol: str
     port: int
     connection_limit: int
-    tag: str | None
+    # The Service's name tag and the user's `listener-tags`; () below Octavia 2.5.
+    tags: tuple[str, ...]
     timeouts: dict[str, int] | None
-    xff: bool
+    # The `insert_headers` keys turned on ("X-Forwarded-For", ...).
+    headers: tuple[str, ...]
     tls_ref: str
     allowed_cidrs: tuple[str, ...] | None
     pool: PoolSpec
@@ -185,8 +202,8 @@ class ListenerSpec:
             "protocol_port": self.port,
             "connection_limit": self.connection_limit,
         }
-        if self.tag is not None:
-            body["tags"] = [self.tag]
+        if self.tags:
+            body["tags"] = list(self.tags)
         body |= self._settable()
         return body
 
@@ -198,8 +215,8 @@ class ListenerSpec:
         body: Body = {}
         if self.timeouts is not None:
             body |= self.timeouts
-        if self.xff:
-            body["insert_headers"] = {XFF: "true"}
+        if self.headers:
+            body["insert_headers"] = dict.fromkeys(self.headers, "true")
         if self.tls_ref:
             body["default_tls_container_ref"] = self.tls_ref
         if self.allowed_cidrs is not None:
@@ -209,13 +226,15 @@ class ListenerSpec:
     def changes(self, current: Listener) -> Body:
         """The PUT body that brings `current` in line, or {} when it already is."""
         changes: Body = {}
-        if self.tag is not None and self.tag not in current.tags:
-            changes["tags"] = [*current.tags, self.tag]
+        if (tags := added_tags(current.tags, self.tags)) is not None:
+            changes["tags"] = tags
         if current.connection_limit != self.connection_limit:
             changes["connection_limit"] = self.connection_limit
         headers = current.insert_headers or {}
-        if (headers.get(XFF) == "true") != self.xff:
-            changes["insert_headers"] = {XFF: "true"} if self.xff else {}
+        if {k for k in FORWARDED if headers.get(k) == "true"} != set(self.headers):
+            # The other headers (set by hand) stay.
+            kept = {k: v for k, v in headers.items() if k not in FORWARDED}
+            changes["insert_headers"] = kept | dict.fromkeys(self.headers, "true")
         if (current.default_tls_container_ref or "") != self.tls_ref:
             changes["default_tls_container_ref"] = self.tls_ref or None
         for name, value in (self.timeouts or {}).items():
@@ -268,6 +287,7 @@ def desired_listeners(
             other_member_subnet_id=cfg.extra_member_subnet_id,
             monitor_port=monitor_port,
             monitor=_monitor(cfg, index, port),
+            tags=cfg.pool_tags,
         )
         specs.append(
             ListenerSpec(
@@ -276,9 +296,9 @@ def desired_listeners(
                 protocol=protocol,
                 port=port.port,
                 connection_limit=cfg.connection_limit,
-                tag=cfg.name if cfg.features.tags else None,
+                tags=(cfg.name, *cfg.listener_tags) if cfg.features.tags else (),
                 timeouts=cfg.timeouts,
-                xff=cfg.xff,
+                headers=tuple(FORWARDED_HEADERS[key] for key in cfg.forwarded),
                 tls_ref=cfg.tls_ref,
                 allowed_cidrs=cfg.allowed_cidrs,
                 pool=pool,

@@ -100,7 +100,7 @@ class Families:
             # Single-stack IPv6 on a network without an IPv6 subnet: upstream's VIP as before.
             return [self._moved(cfg, 6, subnets)] if not missing else [cfg]
         if missing:
-            network = cfg.vip_network_id or self._subnet(cfg.vip_subnet_id).network_id
+            network = cfg.vip_network_id or self.subnet(cfg.vip_subnet_id).network_id
             why = f"the VIP network {network} has no IPv{missing[0]} subnet"
             served = [v for v in versions if v in subnets]
             if not served:
@@ -243,7 +243,7 @@ class Families:
         found: dict[int, str] = {}
         network = cfg.vip_network_id
         if cfg.vip_subnet_id:
-            subnet = self._subnet(cfg.vip_subnet_id)
+            subnet = self.subnet(cfg.vip_subnet_id)
             found[subnet.ip_version] = subnet.id
             network = network or subnet.network_id
         if all(v in found for v in versions):
@@ -252,7 +252,7 @@ class Families:
 
     def _same_network(self, subnet_id: str, version: int) -> str | None:
         """A subnet of `version` on the network of `subnet_id` (members of that family)."""
-        subnet = self._subnet(subnet_id)
+        subnet = self.subnet(subnet_id)
         if subnet.ip_version == version:
             return subnet.id
         return self._network_subnets(subnet.network_id, (version,)).get(version)
@@ -272,7 +272,8 @@ class Families:
                 self._networks[network_id] = found
         return found
 
-    def _subnet(self, subnet_id: str) -> Subnet:
+    def subnet(self, subnet_id: str) -> Subnet:
+        """A subnet, read once per process (its network, version and CIDR never change)."""
         with self._lock:
             known = self._subnets.get(subnet_id)
         if known is not None:

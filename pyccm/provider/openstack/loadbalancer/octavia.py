@@ -53,6 +53,7 @@ from pyccm.provider.openstack.loadbalancer.api import (
 from pyccm.provider.openstack.loadbalancer.batch import JustWritten
 from pyccm.provider.openstack.loadbalancer.desired import (
     ListenerSpec,
+    added_tags,
     desired_listeners,
     fingerprint,
 )
@@ -63,7 +64,7 @@ from pyccm.provider.openstack.loadbalancer.families import (
     wanted_versions,
 )
 from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
-from pyccm.provider.openstack.loadbalancer.members import Backends
+from pyccm.provider.openstack.loadbalancer.members import Backend, Backends, MemberChoice
 from pyccm.provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
 from pyccm.provider.openstack.loadbalancer.orphans import Inventory
 from pyccm.provider.openstack.loadbalancer.plan import DryRunClient, planned_changes
@@ -77,6 +78,8 @@ from pyccm.provider.settings import ProviderSettings
 log = logging.getLogger(__name__)
 
 DELETED = "DELETED"
+# Nodes left out of the pools: none of their addresses fits the member choice.
+MEMBER_ADDRESS_MISSING = "LoadBalancerNodeAddressMissing"
 GONE = frozenset({DELETED, PENDING_DELETE})
 
 
@@ -166,7 +169,8 @@ class OctaviaLoadBalancers:
         first, lb, addresses = served[0]
         if len(served) == 1 and not first.extra_version:
             self._drop_secondary(cfg, service)
-        self._security_groups(events).ensure([f for f, _, _ in served], service, nodes)
+        families = [f for f, _, _ in served]
+        self._security_groups(events).ensure(families, service, nodes, self._all_choices(families))
         with self._lock:
             # The outcome moves the annotation to `lb`.
             self._replacing.discard(cfg.lb_id)
@@ -188,7 +192,7 @@ class OctaviaLoadBalancers:
         found: LoadBalancer | None,
     ) -> tuple[LoadBalancer, list[str]]:
         """One load balancer of the Service: (it, the addresses it is reached on)."""
-        specs = self._specs(cfg, service, nodes)
+        specs = self._specs(cfg, service, nodes, events)
         started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs, found)
         reconciler = self._reconciler(lb.id, cfg, events)
@@ -200,6 +204,13 @@ class OctaviaLoadBalancers:
             )
         if owner:
             self._claim(cfg, lb, reconciler)
+        elif cfg.lb_tags:
+            events.warn(
+                a.INVALID_ANNOTATION,
+                f"annotation {a.LOAD_BALANCER_TAGS} ignored: load balancer {lb.id} is shared "
+                f"with this Service through {a.LOAD_BALANCER_ID}; only the Service it was "
+                "created for tags it",
+            )
         return lb, self._addresses(cfg, lb, owner=owner, events=events, fresh=fresh)
 
     def _family_lbs(
@@ -244,9 +255,12 @@ class OctaviaLoadBalancers:
         for family, lb in families:
             assert lb is not None  # checked above
             self._require_active(lb)
-            specs = self._specs(family, service, nodes)
+            specs = self._specs(family, service, nodes, events)
             self._reconciler(lb.id, family, events).backends(specs)
-        self._security_groups(events).update_members([f for f, _ in families], service, nodes)
+        configs = [f for f, _ in families]
+        self._security_groups(events).update_members(
+            configs, service, nodes, self._all_choices(configs)
+        )
         return events.all()
 
     def ensure_deleted(self, *, service: Service) -> tuple[ProviderEvent, ...]:
@@ -393,13 +407,46 @@ class OctaviaLoadBalancers:
             self._verified.record(key, lb, print_, started=started)
 
     def _specs(
-        self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node]
+        self, cfg: ServiceConfig, service: Service, nodes: Sequence[Node], events: a.Events
     ) -> list[ListenerSpec]:
-        backends = self._backends.of(nodes, cfg.node_selector, cfg.ip_version)
-        if cfg.extra_version:
-            # One load balancer for both families: each pool holds the members of both.
-            backends += self._backends.of(nodes, cfg.node_selector, cfg.extra_version)
+        """The listeners; a load balancer serving both families (additional VIPs) has the
+        members of both in each pool. Nodes with no address the member choice allows are
+        left out and named in a Warning."""
+        backends: tuple[Backend, ...] = ()
+        for choice in self._choices(cfg):
+            members = self._backends.of(nodes, cfg.node_selector, choice)
+            backends += members.backends
+            if members.left_out:
+                shown = ", ".join(members.left_out[:10])
+                more = len(members.left_out) - 10
+                events.warn(
+                    MEMBER_ADDRESS_MISSING,
+                    f"{len(members.left_out)} node(s) have no {choice.describe()} and are not "
+                    f"members of {cfg.name}: {shown}{f' and {more} more' if more > 0 else ''}"
+                    f" ({a.NODE_ADDRESS_TYPE}, {a.MEMBER_SUBNET_ID})",
+                )
         return desired_listeners(cfg, service, backends)
+
+    def _all_choices(self, families: Sequence[ServiceConfig]) -> tuple[MemberChoice, ...]:
+        if not families[0].manage_security_groups:
+            return ()  # only the security groups' member ports need them here
+        return tuple(dict.fromkeys(c for cfg in families for c in self._choices(cfg)))
+
+    def _choices(self, cfg: ServiceConfig) -> tuple[MemberChoice, ...]:
+        """How each family's member address is chosen: by `node-address-type`, and within a
+        configured member subnet's CIDR (the subnet read once per process)."""
+        subnets = {
+            cfg.ip_version: cfg.member_subnet_id,
+            cfg.extra_version: cfg.extra_member_subnet_id,
+        }
+        choices = []
+        for version in cfg.versions:
+            cidr = ""
+            if cfg.member_subnet_chosen and subnets.get(version):
+                subnet = self._families.subnet(subnets[version])
+                cidr = subnet.cidr if subnet.ip_version == version else ""
+            choices.append(MemberChoice(version, cfg.node_address_type, cidr))
+        return tuple(choices)
 
     def _require_active(self, lb: LoadBalancer) -> None:
         if lb.provisioning_status == ACTIVE:
@@ -433,7 +480,7 @@ class OctaviaLoadBalancers:
         if cfg.lb_provider:
             body["provider"] = cfg.lb_provider
         if cfg.features.tags:
-            body["tags"] = [cfg.name, cfg.owner_tag] if cfg.owner_tag else [cfg.name]
+            body["tags"] = self._lb_tags(cfg)
         elif cfg.cluster_id:
             body["description"] += naming.owner_mark(cfg.cluster_id)
         if cfg.flavor_id:
@@ -602,17 +649,23 @@ class OctaviaLoadBalancers:
     ) -> OwnedByAnotherCluster:
         return OwnedByAnotherCluster(self._owned_message(cfg, lb, holder), owner=holder)
 
+    @staticmethod
+    def _lb_tags(cfg: ServiceConfig) -> list[str]:
+        """The tags the Service's own load balancer carries: its name, this cluster's owner
+        tag, then the user's `load-balancer-tags` (which can never be one of the first two:
+        `Annotations.tags`)."""
+        return [t for t in (cfg.name, cfg.owner_tag, *cfg.lb_tags) if t]
+
     def _claim(self, cfg: ServiceConfig, lb: LoadBalancer, reconciler: Reconciler) -> None:
         """Tags the Service's own load balancer with its name (Octavia 2.5) and this
         cluster's id: an untagged one (upstream's, or from before cluster ids) is adopted
         here, once; from then on no other cluster takes it. Without tags the id goes in
         the description."""
         if cfg.features.tags:
-            missing = [t for t in (cfg.name, cfg.owner_tag) if t and t not in lb.tags]
-            if missing:
-                if cfg.owner_tag in missing:
+            tags = added_tags(lb.tags, self._lb_tags(cfg))
+            if tags is not None:
+                if cfg.owner_tag and cfg.owner_tag not in lb.tags:
                     log.info("load balancer %s (%s): adopted by this cluster", lb.id, lb.name)
-                tags = [*(t for t in lb.tags if t), *missing]
                 reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
         elif cfg.cluster_id and naming.owner_of((), lb.description) is None:
             description = lb.description + naming.owner_mark(cfg.cluster_id)

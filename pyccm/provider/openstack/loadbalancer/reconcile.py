@@ -142,7 +142,7 @@ class Reconciler:
             # Upstream carries on with the old algorithm and says so.
             self._events.warn(
                 "LoadBalancerLbMethodUnknown",
-                f"failed to update pool {pool.name} to {spec.lb_algorithm}: {exc}",
+                f"failed to update pool {pool.name} ({', '.join(changes)}): {exc}",
             )
 
     def _members(self, spec: PoolSpec, pool: Pool) -> None:

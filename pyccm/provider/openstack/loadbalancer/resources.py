@@ -89,6 +89,7 @@ class Pool(_Json, frozen=True):
     healthmonitor_id: str | None = None
     members: list[Ref] = []
     loadbalancers: list[Ref] = []
+    tags: list[str] = []
 
 
 class PoolEnvelope(_Json, frozen=True):

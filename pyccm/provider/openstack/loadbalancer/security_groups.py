@@ -27,7 +27,7 @@ from pyccm.provider.errors import InvalidProviderId
 from pyccm.provider.openstack.instances import parse_provider_id
 from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer.api import Api
-from pyccm.provider.openstack.loadbalancer.members import member_address
+from pyccm.provider.openstack.loadbalancer.members import MemberChoice, member_address
 from pyccm.provider.openstack.loadbalancer.resources import SecurityGroup, SecurityGroupRule
 from pyccm.provider.openstack.loadbalancer.service_annotations import Events
 from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig, eligible_nodes
@@ -100,21 +100,30 @@ class SecurityGroups:
         self._cluster_id = cluster_id
 
     def ensure(
-        self, families: Sequence[ServiceConfig], service: Service, nodes: Sequence[Node]
+        self,
+        families: Sequence[ServiceConfig],
+        service: Service,
+        nodes: Sequence[Node],
+        choices: Sequence[MemberChoice],
     ) -> None:
-        """`families`: the config of each load balancer the Service is served by."""
+        """`families`: the config of each load balancer the Service is served by;
+        `choices`: how their members' addresses are chosen (the ports to attach hold them)."""
         cfg = families[0]
         if not cfg.manage_security_groups:
             return
         group = self._group(cfg, service)
         self._rules(families, service, group)
-        self._attach(families, group, nodes)
+        self._attach(families, group, nodes, choices)
 
     def update_members(
-        self, families: Sequence[ServiceConfig], service: Service, nodes: Sequence[Node]
+        self,
+        families: Sequence[ServiceConfig],
+        service: Service,
+        nodes: Sequence[Node],
+        choices: Sequence[MemberChoice],
     ) -> None:
         if families[0].manage_security_groups:
-            self._attach(families, self._group(families[0], service), nodes)
+            self._attach(families, self._group(families[0], service), nodes, choices)
 
     def delete(self, cfg: ServiceConfig, service: Service) -> None:
         for group in self._api.find_security_groups(naming.security_group_name(service)):
@@ -168,7 +177,11 @@ class SecurityGroups:
             self._api.delete_security_group_rule(rule_id)
 
     def _attach(
-        self, families: Sequence[ServiceConfig], group: SecurityGroup, nodes: Sequence[Node]
+        self,
+        families: Sequence[ServiceConfig],
+        group: SecurityGroup,
+        nodes: Sequence[Node],
+        choices: Sequence[MemberChoice],
     ) -> None:
         # One listing of the ports that have the group already, so that only the nodes
         # still without it cost a port lookup each (not every node on every sync).
@@ -177,9 +190,8 @@ class SecurityGroups:
             for port in self._api.ports_with_group(group.id)
             for fixed in port.fixed_ips
         }
-        versions = dict.fromkeys(v for cfg in families for v in cfg.versions)
         for node in eligible_nodes(families[0], nodes):
-            addresses = {a for v in versions if (a := member_address(node, v))}
+            addresses = {a for c in choices if (a := member_address(node, c))}
             if not addresses or addresses <= attached:
                 continue
             try:

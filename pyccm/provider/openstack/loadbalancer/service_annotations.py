@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 
 from pyccm.provider.interface import ProviderEvent
+from pyccm.provider.openstack.loadbalancer import naming
 
 PREFIX = "loadbalancer.openstack.org/"
 INTERNAL = "service.beta.kubernetes.io/openstack-internal-load-balancer"
@@ -29,9 +30,18 @@ PORT_ID = PREFIX + "port-id"
 LB_METHOD = PREFIX + "lb-method"
 PROXY_PROTOCOL = PREFIX + "proxy-protocol"
 X_FORWARDED_FOR = PREFIX + "x-forwarded-for"
+X_FORWARDED_PORT = PREFIX + "x-forwarded-port"
+X_FORWARDED_PROTO = PREFIX + "x-forwarded-proto"
+# Each X-Forwarded annotation and the Octavia `insert_headers` key it turns on.
+FORWARDED_HEADERS = {
+    X_FORWARDED_FOR: "X-Forwarded-For",
+    X_FORWARDED_PORT: "X-Forwarded-Port",
+    X_FORWARDED_PROTO: "X-Forwarded-Proto",
+}
 SUBNET_ID = PREFIX + "subnet-id"
 NETWORK_ID = PREFIX + "network-id"
 MEMBER_SUBNET_ID = PREFIX + "member-subnet-id"
+NODE_ADDRESS_TYPE = PREFIX + "node-address-type"
 TIMEOUT_CLIENT_DATA = PREFIX + "timeout-client-data"
 TIMEOUT_MEMBER_CONNECT = PREFIX + "timeout-member-connect"
 TIMEOUT_MEMBER_DATA = PREFIX + "timeout-member-data"
@@ -47,6 +57,10 @@ DEFAULT_TLS_CONTAINER_REF = PREFIX + "default-tls-container-ref"
 HOSTNAME = PREFIX + "hostname"
 LOAD_BALANCER_ID = PREFIX + "load-balancer-id"
 LOAD_BALANCER_ADDRESS = PREFIX + "load-balancer-address"
+# A user's own tags on the load balancer, its listeners and its pools (comma-separated).
+LOAD_BALANCER_TAGS = PREFIX + "load-balancer-tags"
+LISTENER_TAGS = PREFIX + "listener-tags"
+POOL_TAGS = PREFIX + "pool-tags"
 
 # The reason pyccm uses for an annotation it could not use (upstream has none: it logs).
 INVALID_ANNOTATION = "LoadBalancerAnnotationInvalid"
@@ -59,6 +73,8 @@ _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 DNS_SUBDOMAIN = re.compile(rf"(?=.{{1,253}}$){_SUBDOMAIN}")
 UUID = re.compile(r"[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}")
 ZONE_NAME = re.compile(r"[^\x00-\x1f]{1,255}")
+# Octavia's tags are strings of at most 255 characters.
+MAX_TAG = 255
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = rf"({_SUBDOMAIN}/)?{_LABEL_NAME}"
 _LABEL_TERM = rf"\s*{_LABEL_KEY}\s*(=\s*({_LABEL_NAME})?\s*)?"
@@ -121,6 +137,27 @@ class Annotations:
             return value or default
         self.invalid(key, value, why, default)
         return default
+
+    def tags(self, key: str) -> tuple[str, ...]:
+        """A comma-separated list of tags, split as upstream splits it (at commas and white
+        space, empty parts dropped). A tag Octavia would refuse, or one that looks like a tag
+        pyccm's ownership rests on (a Service's name tag, a cluster's owner tag), refuses
+        the whole annotation: a Warning, and none of its tags are written."""
+        value = self.string(key)
+        tags = tuple(dict.fromkeys(re.split(r"[\s,]+", value.strip(", \t\n")))) if value else ()
+        for tag in tags:
+            if len(tag) > MAX_TAG:
+                why = f"holds a tag of {len(tag)} characters (Octavia takes at most {MAX_TAG})"
+            elif naming.is_service_tag(tag) or tag.startswith(naming.OWNER_TAG_PREFIX):
+                why = (
+                    f"holds the tag {tag[:64]!r}, which looks like one of pyccm's ownership tags "
+                    f"({naming.SERVICE_PREFIX}..., {naming.OWNER_TAG_PREFIX}...)"
+                )
+            else:
+                continue
+            self.invalid(key, value, why, "no tags")
+            return ()
+        return tags
 
     def invalid(self, key: str, value: str, why: str, default: object) -> None:
         shown = value if len(value) <= 64 else value[:61] + "..."

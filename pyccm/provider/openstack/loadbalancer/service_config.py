@@ -28,6 +28,8 @@ from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.openstack.loadbalancer.api import Api
 from pyccm.provider.openstack.loadbalancer.members import (
+    ADDRESS_TYPES,
+    MemberChoice,
     Selector,
     member_address,
     node_matches,
@@ -81,6 +83,11 @@ class ServiceConfig:
     vip_network_id: str
     vip_port_id: str
     member_subnet_id: str
+    # `member-subnet-id` is configured (annotation, class or `[LoadBalancer]`), not the VIP's
+    # subnet by default: members are the nodes' addresses in it.
+    member_subnet_chosen: bool
+    # `node-address-type`: the only node address type members have ("" upstream's order).
+    node_address_type: str
     floating_network_id: str
     floating_subnet: FloatingSubnet
     keep_floatingip: bool
@@ -89,7 +96,9 @@ class ServiceConfig:
     lb_method: str
     lb_provider: str
     proxy: str
-    xff: bool
+    # The X-Forwarded annotations set to "true" (`x-forwarded-for`, `-port`, `-proto`), in
+    # `a.FORWARDED_HEADERS` order: each inserts its header, and any makes the listener HTTP.
+    forwarded: tuple[str, ...]
     timeouts: dict[str, int] | None
     # The Service's source ranges (allow-all when it has none); enforced by the listeners'
     # `allowed_cidrs` where Octavia has them, else by security-group rules with ovn.
@@ -117,6 +126,11 @@ class ServiceConfig:
     extra_member_subnet_id: str = ""
     # The load balancer of a dual-stack Service's second family (named with `_ipv<v>`).
     secondary: bool = False
+    # The user's tags (`load-balancer-tags`, `listener-tags`, `pool-tags`), added beside
+    # pyccm's own; () below Octavia 2.5.
+    lb_tags: tuple[str, ...] = ()
+    listener_tags: tuple[str, ...] = ()
+    pool_tags: tuple[str, ...] = ()
 
     @property
     def owner_tag(self) -> str:
@@ -139,12 +153,12 @@ class ServiceConfig:
         """Upstream's mapping: a TLS ref terminates HTTPS, X-Forwarded-For needs HTTP."""
         if self.tls_ref:
             return "TERMINATED_HTTPS"
-        return "HTTP" if self.xff else port.protocol
+        return "HTTP" if self.forwarded else port.protocol
 
     def pool_protocol(self, listener_protocol: str) -> str:
         if self.proxy:
             return self.proxy
-        return "HTTP" if self.xff or self.tls_ref else listener_protocol
+        return "HTTP" if self.forwarded or self.tls_ref else listener_protocol
 
     def refusal(self, service: Service) -> str:
         """Why an ensure must not touch the cloud at all, or "" when it may. An input that
@@ -182,7 +196,7 @@ class ServiceConfig:
             tls = "[LoadBalancer] default-tls-container-ref"
         causes = (
             (tls, self.tls_ref),
-            (a.X_FORWARDED_FOR, self.xff),
+            *((key, True) for key in self.forwarded),
             (a.PROXY_PROTOCOL, self.proxy),
         )
         named = " and ".join(name for name, on in causes if on)
@@ -249,17 +263,28 @@ def _source_ranges(
     return tuple(valid) or (ALLOW_ALL[version],)
 
 
-def _proxy_and_xff(ann: a.Annotations) -> tuple[str, bool]:
+def _proxy_and_forwarded(ann: a.Annotations) -> tuple[str, tuple[str, ...]]:
+    """The PROXY protocol and the X-Forwarded annotations that are on; PROXY wins (a
+    header is inserted into HTTP, which a PROXY pool does not speak)."""
     raw = ann.string(a.PROXY_PROTOCOL, "false")
     proxy = PROXY_VALUES.get(raw)
     if proxy is None:
         ann.invalid(a.PROXY_PROTOCOL, raw, "is not true, v1, v2 or false", "false")
         proxy = ""
-    xff = ann.boolean(a.X_FORWARDED_FOR, False)
-    if proxy and xff:
-        ann.invalid(a.X_FORWARDED_FOR, "true", "cannot be combined with PROXY protocol", False)
-        xff = False
-    return proxy, xff
+    forwarded = tuple(key for key in a.FORWARDED_HEADERS if ann.boolean(key, False))
+    if proxy:
+        for key in forwarded:
+            ann.invalid(key, "true", "cannot be combined with PROXY protocol", False)
+        forwarded = ()
+    return proxy, forwarded
+
+
+def _node_address_type(ann: a.Annotations) -> str:
+    kind = ann.string(a.NODE_ADDRESS_TYPE)
+    if kind and kind not in ADDRESS_TYPES:
+        ann.invalid(a.NODE_ADDRESS_TYPE, kind, "is not InternalIP or ExternalIP", "")
+        return ""
+    return kind
 
 
 def _lb_method(settings: LoadBalancerSettings, ann: a.Annotations) -> str:
@@ -281,10 +306,9 @@ def _timeouts(ann: a.Annotations, features: OctaviaFeatures) -> dict[str, int] |
     }
 
 
-def _flavor(
-    ann: a.Annotations, settings: LoadBalancerSettings, features: OctaviaFeatures, events: a.Events
-) -> str:
-    flavor = ann.string(a.FLAVOR_ID, settings.flavor_id)
+def _flavor(ann: a.Annotations, default: str, features: OctaviaFeatures, events: a.Events) -> str:
+    """The annotation, else the class's, else `[LoadBalancer]`'s (`default`)."""
+    flavor = ann.string(a.FLAVOR_ID, default)
     if flavor and not features.flavors:
         events.warn(
             "LoadBalancerFlavorIgnored",
@@ -294,12 +318,29 @@ def _flavor(
     return flavor
 
 
+UserTags = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+TAG_ANNOTATIONS = (a.LOAD_BALANCER_TAGS, a.LISTENER_TAGS, a.POOL_TAGS)
+
+
+def _user_tags(ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> UserTags:
+    """The load balancer's, listeners' and pools' user tags; none below Octavia 2.5."""
+    lb, listener, pool = (ann.tags(key) for key in TAG_ANNOTATIONS)
+    if (lb or listener or pool) and not features.tags:
+        given = zip(TAG_ANNOTATIONS, (lb, listener, pool), strict=True)
+        named = ", ".join(key for key, tags in given if tags)
+        events.warn("LoadBalancerTagsIgnored", f"{named} ignored: it {features.lacking('tags')}")
+        return (), (), ()
+    return lb, listener, pool
+
+
 def _monitor(
     service: Service,
     settings: LoadBalancerSettings,
     ann: a.Annotations,
     features: OctaviaFeatures,
     events: a.Events,
+    *,
+    provider: str,
 ) -> MonitorConfig | None:
     spec = service.spec
     local = spec.external_traffic_policy == "Local" and spec.health_check_node_port > 0
@@ -318,7 +359,7 @@ def _monitor(
                 "nodes without local endpoints, which drop it",
             )
         return None
-    http_allowed = settings.lb_provider != "ovn"
+    http_allowed = provider != "ovn"
     if any(p.protocol == "UDP" for p in spec.ports):
         http_allowed = http_allowed and features.http_monitors_on_udp
     delay = ann.integer(a.HEALTH_MONITOR_DELAY, settings.monitor_delay, minimum=1)
@@ -396,8 +437,10 @@ class Resolver:
         """`lookups=False` skips every cloud call (for delete and get, which need no subnets)."""
         settings = self._settings
         ann = a.Annotations(service.metadata.annotations, events)
-        features = self._features.octavia(lb_provider=settings.lb_provider)
         lb_class = _lb_class(settings, ann)
+        # The class's Octavia provider, else `[LoadBalancer]`'s: the feature gates follow it.
+        provider = lb_class.lb_provider or settings.lb_provider
+        features = self._features.octavia(lb_provider=provider)
         version = _ip_version(service)
         internal = settings.internal_lb or ann.boolean(a.INTERNAL, False)
         networks = (ann.string(a.NETWORK_ID), lb_class.network_id, settings.network_id)
@@ -406,13 +449,14 @@ class Resolver:
         member_subnet = _first(settings.subnet_id, vip_subnet)
         if lookups and not vip_network and not vip_subnet:
             vip_subnet = member_subnet = self._subnet_of_first_node(nodes, version)
-        member_subnet = _first(
+        chosen = (
             ann.string(a.MEMBER_SUBNET_ID),
             lb_class.member_subnet_id,
             settings.member_subnet_id,
-            member_subnet,
         )
-        proxy, xff = _proxy_and_xff(ann)
+        member_subnet = _first(*chosen, member_subnet)
+        proxy, forwarded = _proxy_and_forwarded(ann)
+        lb_tags, listener_tags, pool_tags = _user_tags(ann, features, events)
         lb_id = ann.matching(a.LOAD_BALANCER_ID, a.UUID, "is not a load balancer id")
         ranges = _source_ranges(service, events, ann, version)
         floating_network = ""
@@ -440,22 +484,24 @@ class Resolver:
             vip_network_id=vip_network,
             vip_port_id=ann.string(a.PORT_ID),
             member_subnet_id=member_subnet,
+            member_subnet_chosen=any(chosen),
+            node_address_type=_node_address_type(ann),
             floating_network_id=floating_network,
             floating_subnet=_floating_subnet(lb_class, settings, ann),
             keep_floatingip=ann.boolean(a.KEEP_FLOATINGIP, False),
             load_balancer_ip=service.spec.load_balancer_ip,
             connection_limit=ann.integer(a.CONNECTION_LIMIT, -1, minimum=-1),
             lb_method=_lb_method(settings, ann),
-            lb_provider=settings.lb_provider,
+            lb_provider=provider,
             proxy=proxy,
-            xff=xff,
+            forwarded=forwarded,
             timeouts=_timeouts(ann, features),
             source_ranges=ranges,
             allowed_cidrs=ranges if features.vip_acl else None,
-            flavor_id=_flavor(ann, settings, features, events),
-            availability_zone=self._zone(ann, features, events),
+            flavor_id=_flavor(ann, lb_class.flavor_id or settings.flavor_id, features, events),
+            availability_zone=self._zone(ann, lb_class, features, events),
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
-            monitor=_monitor(service, settings, ann, features, events),
+            monitor=_monitor(service, settings, ann, features, events, provider=provider),
             session_persistence=service.spec.session_affinity == "ClientIP",
             hostname=ann.matching(a.HOSTNAME, a.DNS_SUBDOMAIN, "is not a DNS name (RFC 1123)"),
             hostname_suffix=(
@@ -468,6 +514,9 @@ class Resolver:
             max_shared_lb=settings.max_shared_lb,
             manage_security_groups=settings.manage_security_groups,
             cluster_id=self._cluster_id,
+            lb_tags=lb_tags,
+            listener_tags=listener_tags,
+            pool_tags=pool_tags,
         )
 
     def resolve_features(self) -> OctaviaFeatures:
@@ -486,12 +535,19 @@ class Resolver:
             )
         )
 
-    def _zone(self, ann: a.Annotations, features: OctaviaFeatures, events: a.Events) -> str:
+    def _zone(
+        self,
+        ann: a.Annotations,
+        lb_class: LoadBalancerClass,
+        features: OctaviaFeatures,
+        events: a.Events,
+    ) -> str:
+        """The annotation, else the class's, else `[LoadBalancer]`'s."""
         zone = ann.matching(
             a.AVAILABILITY_ZONE,
             a.ZONE_NAME,
             "is not an availability zone name (1 to 255 printable characters)",
-            default=self._settings.availability_zone,
+            default=lb_class.availability_zone or self._settings.availability_zone,
         )
         if zone and not features.availability_zones:
             events.warn(
@@ -503,7 +559,8 @@ class Resolver:
 
     def _subnet_of_first_node(self, nodes: Sequence[Node], version: int) -> str:
         """Upstream's autodetection: the subnet of the first node's address, from its port."""
-        node = next((n for n in nodes if member_address(n, version)), None)
+        choice = MemberChoice(version)
+        node = next((n for n in nodes if member_address(n, choice)), None)
         if node is None:
             raise CloudError("no node address to find the load balancer's subnet from")
         try:
@@ -512,7 +569,7 @@ class Resolver:
             raise CloudError(
                 f"set [LoadBalancer] subnet-id: node {node.name} has no usable providerID"
             ) from exc
-        address = member_address(node, version)
+        address = member_address(node, choice)
         for port in self._api.server_ports(server_id):
             for fixed in port.fixed_ips:
                 if fixed.ip_address == address and fixed.subnet_id:
