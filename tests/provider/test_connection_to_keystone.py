@@ -9,14 +9,16 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from pyccm.provider.errors import CloudError
+from pyccm.provider.openstack.child import ChildError
 from pyccm.provider.openstack.client import OpenStackClient, build_client
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.connection import keystone_question
@@ -287,3 +289,26 @@ def test_calls_go_through_the_environments_proxy_unless_no_proxy_exempts_the_hos
     assert len(proxied) == 3
     assert {(c.credentials, c.answered) for c in proxied} == {("tester:proxy-pass", 200)}
     assert after == proxied
+
+
+def test_a_refusal_that_quotes_a_secret_back_is_scrubbed_in_the_error_and_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Whatever Keystone (or a proxy) says back goes through the scrubber: the password,
+    the token, the application credential secret and a proxy's password never pass."""
+    question = {
+        "auth_url": "http://keystone.example:5000",
+        "options": {"user_id": "u", "password": "pw-1"},
+        "proxies": {"http": "http://tester:proxy%3Apass@proxy.example:3128"},
+    }
+
+    def refuse(module: str, asked: Mapping[str, Any], deadline: float) -> dict[str, Any]:
+        raise ChildError("echoed pw-1 and proxy:pass back", status=400)
+
+    keystone = Keystone(question=question, where="keystone.example:5000", deadline=1.0, ask=refuse)
+    with caplog.at_level(logging.WARNING), pytest.raises(CloudError) as refused:
+        keystone.token()
+
+    assert str(refused.value) == "keystone: echoed *** and *** back"
+    assert "pw-1" not in caplog.text
+    assert "proxy:pass" not in caplog.text

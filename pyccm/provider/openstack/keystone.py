@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,8 @@ MAX_FAILURE_BACKOFF = 30.0
 # Seconds a child has to start Python and import keystoneauth1, on top of the HTTP timeout.
 CHILD_START = 10.0
 AUTHENTICATE = "pyccm.provider.openstack.authenticate"
+# The plugin options that are secrets (and the proxy URL's credentials are in `proxies`).
+SECRET_OPTIONS = ("password", "token", "application_credential_secret")
 SERVICES = ("compute", "network", "load-balancer")
 
 AUTHENTICATIONS = Counter(
@@ -101,6 +104,15 @@ class Keystone:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._question = dict(question)
+        # What a Keystone answer quoted back must never carry into a log or an error.
+        options = question.get("options", {})
+        proxy_passwords = (
+            urllib.parse.urlsplit(url).password for url in question.get("proxies", {}).values()
+        )
+        self._secrets = tuple(
+            [str(options[key]) for key in SECRET_OPTIONS if options.get(key)]
+            + [urllib.parse.unquote(word) for word in proxy_passwords if word]
+        )
         self._where = where
         self._deadline = deadline
         self._before = before
@@ -144,6 +156,12 @@ class Keystone:
         if self._token is token:
             self._token = None
 
+    def _scrubbed(self, error: CloudError) -> CloudError:
+        message = str(error)
+        for secret in self._secrets:
+            message = message.replace(secret, "***")
+        return CloudError(message, status=error.status, retryable=error.retryable)
+
     def _fresh(self, token: Token | None) -> bool:
         return token is not None and token.expires_at - self._clock() >= RENEW_BEFORE
 
@@ -175,6 +193,7 @@ class Keystone:
             return Token(id=decoded.token, expires_at=expires, endpoints=decoded.endpoints)
         AUTHENTICATIONS.labels(outcome=outcome).inc()
         AUTHENTICATION_SECONDS.observe(time.monotonic() - started)
+        error = self._scrubbed(error)
         self._failure, self._failed_until = error, self._clock() + self._backoff
         log.warning("%s; the next authentication in %.0f s at the earliest", error, self._backoff)
         self._backoff = min(self._backoff * 2, MAX_FAILURE_BACKOFF)
