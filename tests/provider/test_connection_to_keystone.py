@@ -204,7 +204,7 @@ class SilentServer:
 
 
 def test_a_hung_keystone_holds_the_callers_that_need_a_token_until_the_deadline_only(
-    sim: OpenStackSimHandle, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    sim: OpenStackSimHandle, tmp_path: Path
 ) -> None:
     hung = SilentServer()
     conf = conf_with(sim, tmp_path, auth_url=f"http://127.0.0.1:{hung.port}/v3")
@@ -227,7 +227,7 @@ def test_a_hung_keystone_holds_the_callers_that_need_a_token_until_the_deadline_
         return "authenticated"
 
     try:
-        with caplog.at_level(logging.WARNING), ThreadPoolExecutor(max_workers=5) as pool:
+        with ThreadPoolExecutor(max_workers=5) as pool:
             errors = list(pool.map(lambda _: need_a_token(), range(5)))
     finally:
         hung.close()
@@ -237,7 +237,6 @@ def test_a_hung_keystone_holds_the_callers_that_need_a_token_until_the_deadline_
     # (the failure's backoff): nobody waited much longer than the deadline.
     assert authentications("timeout") == timeouts_before + 1
     assert max(waited) < deadline + 2.0
-    assert [r for r in caplog.records if "no answer within" in r.getMessage()]
 
 
 def test_no_repr_shows_a_secret(sim: OpenStackSimHandle) -> None:

@@ -15,15 +15,15 @@ the process's one token (docs/architecture.md#provider-http):
 * a failed authentication is not repeated for `FIRST_FAILURE_BACKOFF` seconds, doubling to
   `MAX_FAILURE_BACKOFF`: calls in between fail at once with the same error, so a Keystone
   that is down, or refuses the credentials, is not asked in a hot loop;
-* each authentication is counted (`pyccm_keystone_authentications_total`) and timed, and a
-  failure is one log line.
+* each authentication is counted (`pyccm_keystone_authentications_total`) and timed; a
+  failure is a `CloudError` whose one line the caller logs (a worker's failed sync) or
+  prints (`gc`, `plan`): not logged here as well, so that it is said once.
 
 Neither `Token` nor `Keystone` shows a secret in its repr.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import urllib.parse
@@ -36,8 +36,6 @@ from prometheus_client import Counter, Histogram
 
 from pyccm.provider.errors import CloudError
 from pyccm.provider.openstack import child
-
-log = logging.getLogger(__name__)
 
 # A token this close to its expiry is renewed first (keystoneauth's MIN_TOKEN_LIFE_SECONDS).
 RENEW_BEFORE = 120.0
@@ -195,6 +193,5 @@ class Keystone:
         AUTHENTICATION_SECONDS.observe(time.monotonic() - started)
         error = self._scrubbed(error)
         self._failure, self._failed_until = error, self._clock() + self._backoff
-        log.warning("%s; the next authentication in %.0f s at the earliest", error, self._backoff)
         self._backoff = min(self._backoff * 2, MAX_FAILURE_BACKOFF)
         raise error
