@@ -5,6 +5,8 @@ against the real cloud; what it did is read back from the real Octavia."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pyccm.provider.interface import LoadBalancers
@@ -23,6 +25,17 @@ from tests.conformance.test_pagination_on_real_openstack import until_done
 pytestmark = pytest.mark.conformance
 
 
+def listeners_of(conn: Any, lb: Any) -> list[Any]:
+    """The load balancer's own listeners, by the ids it lists: the real Octavia's listener
+    list does not filter by `loadbalancer_id` (every listener of the project came back once
+    other tests had left load balancers)."""
+    return [conn.load_balancer.get_listener(item["id"]) for item in lb.listeners]
+
+
+def pools_of(conn: Any, lb: Any) -> list[Any]:
+    return [conn.load_balancer.get_pool(item["id"]) for item in lb.pools]
+
+
 def test_user_tags_go_beside_pyccms_own(real_cloud: RealCloud, lbs: LoadBalancers) -> None:  # noqa: F811
     service = a_service(
         "tagged",
@@ -38,10 +51,10 @@ def test_user_tags_go_beside_pyccms_own(real_cloud: RealCloud, lbs: LoadBalancer
     conn = real_cloud.connection("ccm")
     lb = the_load_balancer(conn, lb_name(service))
     assert sorted(lb.tags) == sorted([lb_name(service), "env=prod", "team=net"])
-    for listener in conn.load_balancer.listeners(loadbalancer_id=lb.id):
+    for listener in listeners_of(conn, lb):
         assert sorted(listener.tags) == sorted([lb_name(service), "front"])
     # The pool annotation held a spoofing tag: none of its tags were written.
-    assert [p.tags for p in conn.load_balancer.pools(loadbalancer_id=lb.id)] == [[], []]
+    assert [p.tags for p in pools_of(conn, lb)] == [[], []]
     assert [e.reason for e in outcome.events] == [a.INVALID_ANNOTATION]
     delete_and_wait(real_cloud, lbs, service)
 
@@ -55,7 +68,7 @@ def test_forwarded_port_and_proto_headers(real_cloud: RealCloud, lbs: LoadBalanc
 
     conn = real_cloud.connection("ccm")
     lb = the_load_balancer(conn, lb_name(service))
-    for listener in conn.load_balancer.listeners(loadbalancer_id=lb.id):
+    for listener in listeners_of(conn, lb):
         assert listener.protocol == "HTTP"
         assert listener.insert_headers == {"X-Forwarded-Port": "true", "X-Forwarded-Proto": "true"}
     delete_and_wait(real_cloud, lbs, service)
