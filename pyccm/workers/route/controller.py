@@ -57,7 +57,7 @@ from pyccm.provider.interface import Route, RouteClaims, RouteFailure, Routes
 from pyccm.workers.route.cidrs import Network, canonical
 from pyccm.workers.route.plan import CidrState, Create, condition_update, plan_routes, pod_cidrs
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
-from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
+from pyccm.workers.runtime.controller import Lane, Obj, Periodic, SyncFailed, node_ref
 from pyccm.workers.runtime.ratelimit import RateLimiter, route_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
 
@@ -122,6 +122,7 @@ class RouteController:
     queue_name = "Routes"
     topics: tuple[Topic, ...] = (Topic.NODE,)
     component = COMPONENT
+    lanes: tuple[Lane, ...] = ()
 
     def __init__(
         self,

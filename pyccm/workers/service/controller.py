@@ -58,7 +58,7 @@ from pyccm.provider.errors import ImplementedElsewhere, RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
 from pyccm.workers.runtime.commit import needs_retry
-from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed
+from pyccm.workers.runtime.controller import Lane, Obj, Periodic, SyncFailed
 from pyccm.workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service import events
@@ -129,6 +129,7 @@ class ServiceController:
     queue_name = "service"
     topics: tuple[Topic, ...] = (Topic.NODE, Topic.SERVICE)
     component = COMPONENT
+    lanes: tuple[Lane, ...] = ()
 
     def __init__(
         self,
