@@ -144,6 +144,14 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
         help="comma-separated TLS 1.2 suites by Go's names (default: OpenSSL's)",
     )
     group.add_argument(
+        "--tls-curve-preferences",
+        type=_names,
+        default=(),
+        help="comma-separated numeric Go crypto/tls CurveID values the server allows for key "
+        "exchange: 23 (P-256), 24 (P-384), 25 (P-521), 29 (X25519); one of them with "
+        "Python 3.11's ssl module (default: OpenSSL's)",
+    )
+    group.add_argument(
         "--client-ca-file",
         default="",
         help="CA of client certificates to accept (user: CN, groups: O); empty: tokens only",
@@ -193,6 +201,7 @@ def serving_settings(args: argparse.Namespace) -> tuple[ServingSettings, AccessS
         min_tls_version=args.tls_min_version,
         cipher_suites=args.tls_cipher_suites,
         client_ca_file=args.client_ca_file,
+        curve_preferences=args.tls_curve_preferences,
     )
     access = AccessSettings(
         always_allow_paths=args.authorization_always_allow_paths,

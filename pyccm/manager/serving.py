@@ -11,6 +11,13 @@ lives one year, as upstream's.
 CA is the user in its CN, in the groups in its O fields (upstream's x509 authenticator).
 `--tls-min-version` and `--tls-cipher-suites` take upstream's names; TLS 1.3 suites cannot
 be restricted (in Go neither), so they are accepted and change nothing.
+`--tls-curve-preferences` takes upstream's numbers, Go's `crypto/tls` CurveID values (the
+TLS "supported groups" code points), checked as upstream checks them. Python 3.11's ssl
+module restricts a server to one group (`SSLContext.set_ecdh_curve`, which on OpenSSL 3 is
+the key exchange group of TLS 1.2 and 1.3 alike); with a Python whose ssl module has
+`set_groups`, the list is taken whole. Several values where only one can be set is refused
+rather than narrowed: a client that could reach upstream's server must not find this one
+closed.
 """
 
 from __future__ import annotations
@@ -57,6 +64,19 @@ TLS12_SUITES = {
     "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
 }
 TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
+# Go's crypto/tls CurveID values (those of Go 1.26, which builds Kubernetes 1.36) to OpenSSL's
+# group names and Go's names (for messages); whether this process's OpenSSL has a group is
+# asked of it (`_settable`).
+TLS_CURVES = {
+    23: ("prime256v1", "CurveP256"),
+    24: ("secp384r1", "CurveP384"),
+    25: ("secp521r1", "CurveP521"),
+    29: ("X25519", "X25519"),
+    4587: ("SecP256r1MLKEM768", "SecP256r1MLKEM768"),
+    4588: ("X25519MLKEM768", "X25519MLKEM768"),
+    4589: ("SecP384r1MLKEM1024", "SecP384r1MLKEM1024"),
+}
+CURVE_ID_MAX = 65535
 
 
 @dataclass(frozen=True)
@@ -76,6 +96,8 @@ class ServingSettings:
     cipher_suites: tuple[str, ...] = ()
     # Empty: no client-certificate authentication, bearer tokens only.
     client_ca_file: str = ""
+    # Go CurveID numbers, as given; empty: OpenSSL's default groups (as upstream: Go's).
+    curve_preferences: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raise ValueError naming the flag when a value cannot work."""
@@ -92,6 +114,7 @@ class ServingSettings:
                     f"--tls-cipher-suites: unsupported suite {suite!r} "
                     f"(one of {', '.join([*TLS12_SUITES, *TLS13_SUITES])})"
                 )
+        curve_groups(self.curve_preferences)
         for flag, path in (
             ("--tls-cert-file", self.cert_file),
             ("--tls-private-key-file", self.key_file),
@@ -109,6 +132,7 @@ def server_context(settings: ServingSettings) -> ssl.SSLContext:
     suites = [TLS12_SUITES[s] for s in settings.cipher_suites if s in TLS12_SUITES]
     if suites:
         context.set_ciphers(":".join(suites))
+    _set_groups(context, curve_groups(settings.curve_preferences))
     try:
         _load_pair(context, settings)
         if settings.client_ca_file:
@@ -117,6 +141,72 @@ def server_context(settings: ServingSettings) -> ssl.SSLContext:
     except (ssl.SSLError, OSError) as error:
         raise ValueError(f"the serving certificate: {error}") from error
     return context
+
+
+def curve_groups(values: tuple[str, ...]) -> tuple[str, ...]:
+    """OpenSSL's names of the groups `--tls-curve-preferences` allows, in its order; raises
+    ValueError naming the flag and the value (upstream's checks and wording)."""
+    ids: list[int] = []
+    for value in values:
+        try:
+            curve = int(value)
+        except ValueError:
+            raise ValueError(f"--tls-curve-preferences: {value!r} is not a number") from None
+        if not 0 < curve <= CURVE_ID_MAX:
+            raise ValueError(
+                f"--tls-curve-preferences: curve preference {curve} is out of range "
+                f"(must be 1-{CURVE_ID_MAX})"
+            )
+        if curve in ids:
+            raise ValueError(f"--tls-curve-preferences: duplicate curve preference {curve}")
+        ids.append(curve)
+    groups = tuple(_group(curve) for curve in ids)
+    if len(groups) > 1 and not hasattr(ssl.SSLContext, "set_groups"):
+        raise ValueError(
+            "--tls-curve-preferences: this Python's ssl module can restrict the server to one "
+            f"curve only; give one of {_supported()}"
+        )
+    return groups
+
+
+def _group(curve: int) -> str:
+    known = TLS_CURVES.get(curve)
+    if known is None:
+        raise ValueError(
+            f"--tls-curve-preferences: curve preference {curve} is not a Go crypto/tls CurveID "
+            f"(supported here: {_supported()})"
+        )
+    if not _settable(known[0]):
+        raise ValueError(
+            f"--tls-curve-preferences: curve preference {curve} ({known[1]}) is not supported "
+            f"by {ssl.OPENSSL_VERSION} (supported here: {_supported()})"
+        )
+    return known[0]
+
+
+def _supported() -> str:
+    return ", ".join(
+        f"{curve} ({go})" for curve, (name, go) in TLS_CURVES.items() if _settable(name)
+    )
+
+
+def _settable(group: str) -> bool:
+    try:
+        _set_groups(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), (group,))
+    except (ValueError, ssl.SSLError):
+        return False
+    return True
+
+
+def _set_groups(context: ssl.SSLContext, groups: tuple[str, ...]) -> None:
+    if not groups:
+        return
+    set_groups = getattr(context, "set_groups", None)
+    if set_groups is not None:
+        set_groups(":".join(groups))
+    else:
+        (group,) = groups
+        context.set_ecdh_curve(group)
 
 
 def _load_pair(context: ssl.SSLContext, settings: ServingSettings) -> None:

@@ -13,8 +13,9 @@ workers, openstack provider; `manage-security-groups = true`, no `[Route]`) star
 
 Asserted from the real services: no object deleted, recreated or changed but for tags gaining
 the cluster's ownership tag; the access logs' writes are exactly those tag writes, also
-through a periodic resync; every Service keeps its ingress and annotations. Then the reverse:
-upstream's own predicates (`upstream_would_adopt`) find nothing to change on what pyccm leaves.
+through a periodic resync; every Service keeps its ingress (with pyccm's ipMode) and
+annotations. Then the reverse: upstream's own predicates (`upstream_would_adopt`) find
+nothing to change on what pyccm leaves.
 """
 
 from __future__ import annotations
@@ -327,11 +328,14 @@ def test_pyccm_takes_over_writing_only_its_ownership_tags(taken_over: TakenOver)
         + [("PUT", "floatingips/{id}/tags", 200)] * len(EXTERNAL)
         + [("PUT", "security-groups/{id}/tags", 200)] * len(taken.services)
     )
-    # Every Service keeps its ingress and upstream's annotations, and gets nothing else.
+    # Every Service keeps its ingress (with pyccm's ipMode: Proxy for X-Forwarded-For too)
+    # and upstream's annotations, and gets nothing else.
     for svc in taken.services:
         now = taken.kube.service(svc.name) or {}
         then = taken.upstream_services[svc.name]
-        assert now["status"]["loadBalancer"] == then["status"]["loadBalancer"], svc.name
+        ingress = then["status"]["loadBalancer"]["ingress"]
+        kept = {"ingress": [{**i, "ipMode": svc.pyccm_ip_mode} for i in ingress]}
+        assert now["status"]["loadBalancer"] == kept, svc.name
         assert now["metadata"]["annotations"] == then["metadata"]["annotations"], svc.name
         assert now["metadata"]["finalizers"] == [FINALIZER]
 

@@ -48,7 +48,7 @@ UPSTREAM: tuple[tuple[str, str, tuple[str, ...], tuple[float, ...] | None], ...]
     ("service_controller_nodesync_error_total", "counter", (), None),
     ("node_controller_cloud_provider_taint_removal_delay_seconds", "histogram", (), EXPONENTIAL_4),
     ("node_controller_initial_node_sync_delay_seconds", "histogram", (), EXPONENTIAL_4),
-    ("route_controller_route_sync_total", "counter", (), None),
+    ("route_controller_route_sync_total", "counter", ("outcome", "trigger"), None),
     ("openstack_api_request_duration_seconds", "histogram", ("request",), GO_DEFAULT),
     ("openstack_api_requests_total", "counter", ("request",), None),
     ("openstack_api_request_errors_total", "counter", ("request",), None),
@@ -215,6 +215,8 @@ def test_reconciles_and_the_node_sync_pass_are_counted(run: Run) -> None:
     assert reconciles("errors_total", "ensure") >= 1
     assert reconciles("total", "update") >= 1
     assert reconciles("total", "delete") >= 1
+    # The nodes' arrival made the route worker reconcile (and create their routes).
+    assert run.last.value("route_controller_route_sync_total", trigger="node_change") >= 1
     # The exclusion's pass: more passes than before it (the nodes' arrival made some too).
     passes = "service_controller_nodesync_latency_seconds_count"
     assert run.last.value(passes) > run.after_ensure.value(passes)

@@ -56,12 +56,17 @@ def test_without_files_or_a_directory_the_pair_lives_in_memory(
     assert ipaddress.ip_address("127.0.0.1") in names.value.get_values_for_type(x509.IPAddress)
 
 
-def _handshake(port: int, *, maximum: ssl.TLSVersion | None = None) -> tuple[str, str]:
+def _handshake(
+    port: int, *, maximum: ssl.TLSVersion | None = None, curve: str = ""
+) -> tuple[str, str]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     if maximum is not None:
         context.maximum_version = maximum
+    if curve:
+        # The only key exchange group this client offers.
+        context.set_ecdh_curve(curve)
     with (
         socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
         context.wrap_socket(raw) as tls,
@@ -89,6 +94,36 @@ def test_tls_cipher_suites_choose_the_tls12_suite(ccm_kubeconfig: Path) -> None:
             "TLSv1.2",
             "ECDHE-ECDSA-AES256-GCM-SHA384",
         )
+
+
+def test_tls_curve_preferences_refuse_a_client_without_the_allowed_curve(
+    ccm_kubeconfig: Path,
+) -> None:
+    # 24: Go's CurveP384. TLS 1.3: in TLS 1.2 a client's groups also bound the curve of the
+    # server's ECDSA certificate, which would refuse these clients for another reason.
+    settings = ServingSettings(port=0, curve_preferences=("24",))
+    with serving(ccm_kubeconfig, serving=settings) as server:
+        assert _handshake(server.port, curve="secp384r1")[0] == "TLSv1.3"
+        with pytest.raises(ssl.SSLError):
+            _handshake(server.port, curve="prime256v1")
+        with pytest.raises(ssl.SSLError):
+            _handshake(server.port, curve="X25519")
+
+
+@pytest.mark.skipif(
+    hasattr(ssl.SSLContext, "set_groups"), reason="this Python's ssl sets several groups"
+)
+def test_several_curves_are_refused_where_ssl_can_set_one_only() -> None:
+    with pytest.raises(ValueError, match=r"one curve only; give one of 23 .*29 \(X25519\)"):
+        ServingSettings(curve_preferences=("23", "29")).validate()
+
+
+def test_without_tls_curve_preferences_every_default_curve_is_accepted(
+    ccm_kubeconfig: Path,
+) -> None:
+    with serving(ccm_kubeconfig, serving=ServingSettings(port=0)) as server:
+        for curve in ("prime256v1", "secp384r1", "X25519"):
+            assert _handshake(server.port, curve=curve)
 
 
 def _with_client_cert(cafile: Path, cert: Path, key: Path) -> ssl.SSLContext:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 import pytest
 from prometheus_client import REGISTRY
@@ -94,19 +96,75 @@ def test_a_failed_listing_fails_the_sync_and_touches_nothing(harness: Harness) -
     assert harness.cloud.calls_of("routes_create") == []
 
 
-def test_every_reconcile_counts_in_upstreams_metric(harness: Harness) -> None:
-    def count() -> float:
-        return REGISTRY.get_sample_value("route_controller_route_sync_total") or 0.0
+def syncs(trigger: str, outcome: str) -> float:
+    labels = {"trigger": trigger, "outcome": outcome}
+    return REGISTRY.get_sample_value("route_controller_route_sync_total", labels) or 0.0
 
-    before = count()
+
+def counted(harness: Harness, run: Callable[[], object]) -> dict[tuple[str, str], float]:
+    """The reconciles `run` counted, by (trigger, outcome)."""
+    labels = [(t, o) for t in ("node_change", "periodic") for o in ("changed", "noop", "error")]
+    before = {label: syncs(*label) for label in labels}
+    run()
+    after = {label: syncs(*label) - before[label] for label in labels}
+    return {label: count for label, count in after.items() if count}
+
+
+def test_a_reconcile_a_node_change_asked_for_that_creates_a_route_counts_as_changed(
+    harness: Harness,
+) -> None:
+    harness.put(NODE)
+    keys(harness, None, NODE)
+    assert counted(harness, harness.reconcile) == {("node_change", "changed"): 1}
+    # Nothing left to do, and no node changed since.
+    assert counted(harness, harness.reconcile) == {("periodic", "noop"): 1}
+
+
+def test_a_periodic_reconcile_that_repairs_drift_counts_as_changed(harness: Harness) -> None:
+    harness.put(NODE)
     harness.reconcile()
-    harness.cloud.fail_next("routes_list", CloudError("neutron is down", status=503))
-    with pytest.raises(CloudError):
-        harness.reconcile()
-    with pytest.raises(RetryAfter):
-        harness.controller.sync(KEY)  # put off: not a reconcile
+    routes = harness.cloud.routes()
+    assert routes is not None
+    for route in routes.list(nodes=[NODE]):
+        routes.delete(route=route)
+    assert counted(harness, harness.reconcile) == {("periodic", "changed"): 1}
 
-    assert count() - before == 2
+
+def test_a_failed_reconcile_counts_as_an_error_and_its_retry_keeps_the_trigger(
+    harness: Harness,
+) -> None:
+    harness.put(NODE)
+    keys(harness, None, NODE)
+    harness.cloud.fail_next("routes_list", CloudError("neutron is down", status=503))
+
+    def fails() -> None:
+        with pytest.raises(CloudError):
+            harness.reconcile()
+
+    assert counted(harness, fails) == {("node_change", "error"): 1}
+    assert counted(harness, harness.reconcile) == {("node_change", "changed"): 1}
+
+
+def test_a_put_off_sync_is_not_a_reconcile_and_keeps_the_trigger(harness: Harness) -> None:
+    harness.put(NODE)
+    harness.reconcile()
+    moved = make_node("n1", cidrs=("10.244.1.0/24",), ips=("10.0.0.99",), version="2")
+    harness.put(moved)
+    keys(harness, NODE, moved)
+
+    def put_off() -> None:
+        with pytest.raises(RetryAfter):
+            harness.controller.sync(KEY)
+
+    assert counted(harness, put_off) == {}
+    assert counted(harness, harness.reconcile) == {("node_change", "changed"): 1}
+
+
+def test_a_heartbeat_does_not_make_the_next_reconcile_a_node_change(harness: Harness) -> None:
+    harness.put(NODE)
+    harness.reconcile()
+    keys(harness, NODE, heartbeat(NODE, "2"))
+    assert counted(harness, harness.reconcile) == {("periodic", "noop"): 1}
 
 
 def test_other_keys_are_ignored(harness: Harness) -> None:

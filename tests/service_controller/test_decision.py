@@ -71,7 +71,10 @@ def converged(service: Service | None = None, *, claim: Claim = CLAIM) -> tuple[
     """A Service this process ensured: our finalizer, an ingress, its print recorded."""
     done = edit(service or make_service(), finalizer=True, ingress=True)
     return done, Synced(
-        service=done, spec=spec_print(done, classes=claim.classes), backends=BACKENDS
+        service=done,
+        spec=spec_print(done, classes=claim.classes),
+        backends=BACKENDS,
+        ingress=done.status.load_balancer.ingress,
     )
 
 
@@ -104,6 +107,27 @@ def test_changes_outside_the_print_leave_it_converged(change: dict[str, object])
     assert isinstance(decide(KEY, edit(service, **change), last, claim=CLAIM).step, Converged)  # type: ignore[arg-type]
 
 
+def with_ingress(service: Service, *ingress: LoadBalancerIngress) -> Service:
+    status = ServiceStatus(load_balancer=LoadBalancerStatus(ingress=ingress))
+    return msgspec.structs.replace(service, status=status)
+
+
+@pytest.mark.parametrize(
+    "ingress",
+    [
+        (),  # cleared: a GitOps tool applied the Service without its status
+        (LoadBalancerIngress(ip="198.51.100.9"),),  # another address
+        (LoadBalancerIngress(ip="192.0.2.7", ip_mode="Proxy"),),  # the same, another mode
+    ],
+)
+def test_a_status_another_writer_changed_is_a_quiet_ensure(
+    ingress: tuple[LoadBalancerIngress, ...],
+) -> None:
+    service, last = converged()
+    step = decide(KEY, with_ingress(service, *ingress), last, claim=CLAIM).step
+    assert step == Ensure(spec=last.spec or (), announce=False, add_finalizer=False)
+
+
 def test_an_annotation_change_is_an_announced_ensure_without_a_second_finalizer() -> None:
     service, last = converged()
     changed = edit(service, annotations={"loadbalancer.openstack.org/timeout-client-data": "9"})
@@ -129,7 +153,7 @@ def test_a_drift_resync_is_a_quiet_ensure() -> None:
 
 def test_an_ensure_still_to_finish_or_a_failed_member_update_ensures_again() -> None:
     service, _ = converged()
-    unfinished = Synced(service=service, spec=None, backends=frozenset())
+    unfinished = Synced(service=service, spec=None, backends=frozenset(), ingress=())
     step = decide(KEY, service, unfinished, claim=CLAIM).step
     assert isinstance(step, Ensure)
     assert step.announce
@@ -256,7 +280,9 @@ def test_a_service_re_created_under_a_new_uid_replaces_the_old_load_balancer_fir
 
 
 def test_a_copy_that_wanted_no_load_balancer_is_not_replaced() -> None:
-    other_type = Synced(service=make_service(kind="ClusterIP"), spec=None, backends=frozenset())
+    other_type = Synced(
+        service=make_service(kind="ClusterIP"), spec=None, backends=frozenset(), ingress=()
+    )
     plan = decide(KEY, None, other_type, claim=CLAIM)
     assert (plan.replaced, plan.forget) == (None, True)
 

@@ -235,6 +235,7 @@ def running_tree(
     servers: int | None = None,
     cluster_cidr: str = CLUSTER_CIDR,
     worker_args: str = "",
+    kube_args: tuple[str, ...] = (),
 ) -> Iterator[Tree]:
     """Both simulators and the supervisord tree in a temporary directory, removed afterwards
     unless a test failed meanwhile: then its logs (`kube.log`, `openstack.log`, `tree.log`)
@@ -242,7 +243,9 @@ def running_tree(
     failed_before = request.session.testsfailed
     workdir = Path(tempfile.mkdtemp(prefix="pyccm-e2e-"))
     with ExitStack() as stack:
-        world = stack.enter_context(simulators(workdir, nodes=nodes, latency=0, servers=servers))
+        world = stack.enter_context(
+            simulators(workdir, nodes=nodes, latency=0, servers=servers, kube_args=kube_args)
+        )
         stack.enter_context(process_tree(world, cluster_cidr=cluster_cidr, worker_args=worker_args))
         kube = Kube(world.kubeconfig)
         stack.callback(kube.client.close)

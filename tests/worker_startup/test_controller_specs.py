@@ -89,3 +89,32 @@ def test_a_count_of_threads_below_one_is_refused(
         parse("service", f"{flag}=0")
     assert exit_.value.code == 2
     assert f"argument {flag}: '0': must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "status_workers"),
+    [
+        ([], 1),
+        (["--concurrent-node-syncs=4"], 4),
+        (["--concurrent-node-syncs=4", "--concurrent-node-status-updates=0"], 4),
+        (["--concurrent-node-syncs=4", "--concurrent-node-status-updates=9"], 9),
+    ],
+)
+def test_node_status_updates_default_to_the_node_syncs_and_run_in_their_own_lane(
+    argv: list[str], status_workers: int
+) -> None:
+    controller, _ = SPECS["cloud-node"].prepare(parse("cloud-node", *argv)).build(parts())
+    (lane,) = controller.lanes
+    assert (lane.prefix, lane.workers) == ("addresses/", status_workers)
+
+
+def test_a_negative_count_of_node_status_updates_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse("cloud-node", "--concurrent-node-status-updates=-1")
+    assert exit_.value.code == 2
+    assert (
+        "argument --concurrent-node-status-updates: '-1': cannot be a negative number"
+        in capsys.readouterr().err
+    )

@@ -27,7 +27,7 @@ from pyccm.protocol.messages import Action, DeleteNode, PatchNode, RecordEvent, 
 from pyccm.protocol.views import Node, Taint
 from pyccm.provider.errors import ProviderError
 from pyccm.provider.interface import InstanceListing, Instances
-from pyccm.workers.runtime.controller import Obj, Periodic, node_ref
+from pyccm.workers.runtime.controller import Lane, Obj, Periodic, node_ref
 from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
 
@@ -62,6 +62,7 @@ class LifecycleController:
     queue_name = "NodeLifecycle"
     topics: tuple[Topic, ...] = (Topic.NODE,)
     component = COMPONENT
+    lanes: tuple[Lane, ...] = ()
 
     def __init__(
         self, *, replica: Replica, instances: Instances, settings: LifecycleSettings

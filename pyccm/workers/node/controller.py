@@ -2,10 +2,11 @@
 
 Initialization and the address refresh ask the cloud about many nodes at once (batch.py).
 Keys: a node's name runs the initialization path (or, for an initialized node, the cheap
-beta → GA label reconcile with no cloud call); `addresses/<name>` runs the periodic address
-refresh, which the status loop enqueues for every initialized node each
-`--node-status-update-frequency`, so the refresh shares the sync threads and the queue's
-one-sync-per-key rule with initialization.
+beta → GA label reconcile with no cloud call) on `--concurrent-node-syncs` threads;
+`addresses/<name>` runs the periodic address refresh, which the status loop enqueues for
+every initialized node each `--node-status-update-frequency`, in a lane of its own
+(`--concurrent-node-status-updates` threads, upstream's separate pool), so a storm of new
+nodes does not hold up the refresh of the others, nor the refresh the new nodes.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from pyccm.workers.node.addresses import (
     with_hostname,
 )
 from pyccm.workers.node.batch import MetadataBatch
-from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
+from pyccm.workers.runtime.controller import Lane, Obj, Periodic, SyncFailed, node_ref
 from pyccm.workers.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
 
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 COMPONENT = "cloud-node-controller"
 ADDRESSES = "addresses/"
+# The address refresh's queue in the workqueue metrics (upstream runs it on no queue).
+STATUS_QUEUE = "NodeStatusUpdates"
 
 # (beta, GA) label pairs reconciled on initialized nodes.
 BETA_TO_GA = (
@@ -66,6 +69,9 @@ class NodeSettings:
     workers: int = 1
     # Upstream --node-status-update-frequency: addresses refreshed every 5 minutes.
     status_update_frequency: float = 300.0
+    # Upstream --concurrent-node-status-updates: address refreshes at once. Upstream's
+    # default (0) means "as many as --concurrent-node-syncs"; the flag resolves it.
+    status_workers: int = 1
     # A node stuck uninitialized gets at most one Warning per reason this often.
     warning_interval: float = 300.0
 
@@ -75,6 +81,7 @@ class NodeController:
     queue_name = "Nodes"
     topics: tuple[Topic, ...] = (Topic.NODE,)
     component = COMPONENT
+    lanes: tuple[Lane, ...]
 
     def __init__(self, *, replica: Replica, instances: Instances, settings: NodeSettings) -> None:
         self._replica = replica
@@ -83,6 +90,9 @@ class NodeController:
         self._warned: dict[str, tuple[str, float]] = {}
         self._warned_lock = threading.Lock()
         self._batch = MetadataBatch(instances=instances, waiting=self._uninitialized)
+        self.lanes = (
+            Lane(prefix=ADDRESSES, queue_name=STATUS_QUEUE, workers=settings.status_workers),
+        )
 
     def _uninitialized(self) -> list[Node]:
         return [n for n in self._replica.nodes() if n.has_taint(UNINITIALIZED_TAINT)]

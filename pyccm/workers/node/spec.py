@@ -12,6 +12,7 @@ from pyccm.workers.runtime.spec import (
     Flags,
     Parts,
     Plan,
+    non_negative_int,
     positive_int,
     require,
 )
@@ -27,6 +28,13 @@ def add_flags(flags: Flags) -> None:
         help="nodes initialized or updated at once (default %(default)s)",
     )
     flags.add_argument(
+        "--concurrent-node-status-updates",
+        type=non_negative_int,
+        default=0,
+        help="nodes whose addresses are refreshed at once, on threads of their own; "
+        "0: as many as --concurrent-node-syncs (default %(default)s)",
+    )
+    flags.add_argument(
         "--node-status-update-frequency", type=duration_flag, default=300.0, help=DURATION
     )
 
@@ -39,6 +47,8 @@ def prepare(args: argparse.Namespace) -> Plan:
         settings = NodeSettings(
             workers=args.concurrent_node_syncs,
             status_update_frequency=args.node_status_update_frequency,
+            # Upstream: 0 (unset) falls back to --concurrent-node-syncs.
+            status_workers=args.concurrent_node_status_updates or args.concurrent_node_syncs,
         )
         controller = NodeController(replica=parts.replica, instances=instances, settings=settings)
         return controller, settings.workers

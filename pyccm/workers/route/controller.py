@@ -57,7 +57,7 @@ from pyccm.provider.interface import Route, RouteClaims, RouteFailure, Routes
 from pyccm.workers.route.cidrs import Network, canonical
 from pyccm.workers.route.plan import CidrState, Create, condition_update, plan_routes, pod_cidrs
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
-from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed, node_ref
+from pyccm.workers.runtime.controller import Lane, Obj, Periodic, SyncFailed, node_ref
 from pyccm.workers.runtime.ratelimit import RateLimiter, route_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
 
@@ -68,8 +68,14 @@ KEY = "routes"
 COMPONENT = "route_controller"
 
 ROUTE_SYNCS = Counter(
-    "route_controller_route_sync_total", "Reconciles of the node routes (upstream's metric)."
+    "route_controller_route_sync_total",
+    "Reconciles of the node routes by trigger (node_change, periodic) and outcome (changed:"
+    " a route was created or deleted, noop, error) (upstream's metric).",
+    ["trigger", "outcome"],
 )
+# Upstream's label values.
+NODE_CHANGE, PERIODIC = "node_change", "periodic"
+CHANGED, NOOP, ERROR = "changed", "noop", "error"
 # No upstream counterpart: upstream logs and warns per route and has no limit metric.
 ROUTE_LIMIT_REACHED = Gauge(
     "pyccm_route_limit_reached",
@@ -122,6 +128,7 @@ class RouteController:
     queue_name = "Routes"
     topics: tuple[Topic, ...] = (Topic.NODE,)
     component = COMPONENT
+    lanes: tuple[Lane, ...] = ()
 
     def __init__(
         self,
@@ -152,6 +159,10 @@ class RouteController:
         # routes without a node, logged once each.
         self._claim_warned: dict[tuple[str, str], float] = {}
         self._claim_logged: set[tuple[str, str]] = set()
+        # A node change asked for a reconcile that has not yet run to its end: the next
+        # reconcile's `trigger` is node_change (periodic otherwise).
+        self._node_changed = False
+        self._trigger_lock = threading.Lock()
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         # Only a failed listing goes through it: upstream's one retry per 10 s, capped at 10 s.
@@ -160,11 +171,22 @@ class RouteController:
     def keys_for(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> Iterable[str]:
         if topic is not Topic.NODE:
             return ()
-        if old is None or new is None:
-            return (KEY,)
+        changed = old is None or new is None
         if isinstance(old, Node) and isinstance(new, Node) and routing_changed(old, new):
-            return (KEY,)
-        return ()
+            changed = True
+        if not changed:
+            return ()
+        self._mark_node_change()
+        return (KEY,)
+
+    def _mark_node_change(self) -> None:
+        with self._trigger_lock:
+            self._node_changed = True
+
+    def _take_trigger(self) -> str:
+        with self._trigger_lock:
+            changed, self._node_changed = self._node_changed, False
+        return NODE_CHANGE if changed else PERIODIC
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
         return [
@@ -180,12 +202,22 @@ class RouteController:
         if key != KEY:
             return ()
         self._claim_start()
-        ROUTE_SYNCS.inc()
-        self._claim_router()
-        nodes = self._replica.nodes()
-        # A listing error propagates: the runner backs the key off and tries again.
-        routes = self._routes.list(nodes=nodes)
-        return self._reconcile(nodes, routes)
+        # Taken before the replica is read: a change after this asks for another reconcile.
+        trigger = self._take_trigger()
+        try:
+            self._claim_router()
+            nodes = self._replica.nodes()
+            # A listing error propagates: the runner backs the key off and tries again.
+            routes = self._routes.list(nodes=nodes)
+            actions, changed = self._reconcile(nodes, routes)
+        except Exception:
+            ROUTE_SYNCS.labels(trigger=trigger, outcome=ERROR).inc()
+            # The retry finishes what the node change asked for.
+            if trigger == NODE_CHANGE:
+                self._mark_node_change()
+            raise
+        ROUTE_SYNCS.labels(trigger=trigger, outcome=CHANGED if changed else NOOP).inc()
+        return actions
 
     def _claim_start(self) -> None:
         """Record this reconcile's start, or raise RetryAfter for the rest of min_interval."""
@@ -197,11 +229,15 @@ class RouteController:
                     raise RetryAfter("the last reconcile started too recently", delay=remaining)
             self._last_start = now
 
-    def _reconcile(self, nodes: Sequence[Node], routes: Sequence[Route]) -> tuple[Action, ...]:
+    def _reconcile(
+        self, nodes: Sequence[Node], routes: Sequence[Route]
+    ) -> tuple[tuple[Action, ...], bool]:
+        """The actions, and whether a route was created or deleted."""
         plan = plan_routes(nodes=nodes, routes=routes, cluster_cidrs=self._settings.cluster_cidrs)
         refusals = self._refused(plan.refused, nodes)
         freed = self._delete(plan.deletes)
         failures = self._create(plan.creates, freed=freed)
+        created = len(failures) < len(plan.creates)
         states = {name: dict(cidrs) for name, cidrs in plan.states.items()}
         events: list[Action] = []
         over_limit: list[RouteFailure] = []
@@ -224,7 +260,7 @@ class RouteController:
                 f"the router refused {len(over_limit)} route(s) for its route limit",
                 actions=actions,
             )
-        return actions
+        return actions, freed or created
 
     def _claim_router(self) -> None:
         """Tag the router with this cluster's claim, unless backing off from a failure."""

@@ -63,6 +63,18 @@ class Periodic:
     wakes_on: frozenset[Capability] = frozenset()
 
 
+@dataclass(frozen=True)
+class Lane:
+    """Keys that start with `prefix` wait in a queue of their own (`queue_name` in the
+    workqueue metrics) and are synced by `workers` threads of their own, so that they
+    neither wait behind the controller's other keys nor hold them up (upstream runs such
+    work on a pool of its own, sized by its own flag)."""
+
+    prefix: str
+    queue_name: str
+    workers: int
+
+
 class Controller(Protocol):
     # Canonical short name (`cloud-node`, ...): process name, metric label, --controllers.
     name: str
@@ -71,6 +83,8 @@ class Controller(Protocol):
     topics: tuple[Topic, ...]
     # The `component` of this controller's Events (upstream's names).
     component: str
+    # Keys synced apart from the others, on threads of their own; most controllers have none.
+    lanes: tuple[Lane, ...]
 
     def rate_limiter(self) -> RateLimiter[Hashable]: ...
 
@@ -102,6 +116,7 @@ class DisabledController:
     queue_name = "disabled"
     topics: tuple[Topic, ...] = ()
     component = ""
+    lanes: tuple[Lane, ...] = ()
 
     def __init__(self, name: str) -> None:
         self.name = name

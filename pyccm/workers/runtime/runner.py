@@ -7,6 +7,9 @@ fate: success forgets its backoff; `RetryAfter` comes back after exactly the del
 for (without growing the backoff); any other error, or an ack with a retryable failure,
 goes through the controller's rate limiter. While the manager says "pause" (it is losing
 or giving up the lease), no sync starts.
+
+A controller's lanes (`Controller.lanes`) each get a queue and threads of their own: a key
+goes to the lane whose prefix it starts with, else to the controller's main queue.
 """
 
 from __future__ import annotations
@@ -65,23 +68,49 @@ class Runner:
         self._settings = settings
         self._commit = committer
         committer.attach(transport)
-        self.queue: WorkQueue[Hashable] = WorkQueue(
-            name=controller.queue_name,
-            controller=controller.name,
-            rate_limiter=controller.rate_limiter(),
-        )
+        self.queue = self._new_queue(controller.queue_name)
+        # (prefix, queue, threads) of each lane, in the controller's order.
+        self._lanes = [
+            (lane.prefix, self._new_queue(lane.queue_name), lane.workers)
+            for lane in controller.lanes
+        ]
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         # One event per periodic that asks to be woken (`Periodic.wakes_on`).
         self._wakers: list[tuple[Periodic, threading.Event]] = []
         replica.listen(self._on_change)
 
+    def _new_queue(self, name: str) -> WorkQueue[Hashable]:
+        return WorkQueue(
+            name=name, controller=self.controller.name, rate_limiter=self.controller.rate_limiter()
+        )
+
+    def _queues(self) -> list[WorkQueue[Hashable]]:
+        return [self.queue, *(queue for _, queue, _ in self._lanes)]
+
+    def _queue_for(self, key: str) -> WorkQueue[Hashable]:
+        for prefix, queue, _ in self._lanes:
+            if key.startswith(prefix):
+                return queue
+        return self.queue
+
+    def _add(self, key: str) -> None:
+        self._queue_for(key).add(key)
+
+    def _refresh_metrics(self) -> None:
+        for queue in self._queues():
+            queue.refresh_metrics()
+
     def start(self) -> None:
-        for index in range(self._settings.workers):
-            self._spawn(f"{self.controller.name}-sync-{index}", self._work)
+        pools = [(self.queue, self._settings.workers, "sync")]
+        pools += [(queue, workers, prefix.strip("/")) for prefix, queue, workers in self._lanes]
+        for queue, workers, pool in pools:
+            for index in range(workers):
+                work = functools.partial(self._work, queue)
+                self._spawn(f"{self.controller.name}-{pool}-{index}", work)
         # Upstream refreshes the in-flight gauges every 0.5 s, so a hung sync shows up.
-        gauges = Periodic(name="queue-metrics", period=0.5, run=self.queue.refresh_metrics)
-        for periodic in [gauges, *self.controller.periodics(self.queue.add)]:
+        gauges = Periodic(name="queue-metrics", period=0.5, run=self._refresh_metrics)
+        for periodic in [gauges, *self.controller.periodics(self._add)]:
             wake = threading.Event()
             self._wakers.append((periodic, wake))
             self._spawn(
@@ -111,10 +140,16 @@ class Runner:
         self._stop.set()
         for _, wake in self._wakers:
             wake.set()
-        drained = self.queue.shutdown_with_drain(timeout)
+        # Every queue stops handing out keys before any is waited for.
+        for queue in self._queues():
+            queue.shutdown()
+        drained = [
+            queue.shutdown_with_drain(max(0.0, deadline - time.monotonic()))
+            for queue in self._queues()
+        ]
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        if not drained:
+        if not all(drained):
             log.warning(
                 "%s: stopping with syncs in flight; they resume from the cloud's state",
                 self.controller.name,
@@ -128,9 +163,9 @@ class Runner:
     def _on_change(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> None:
         for queued in self.controller.keys_for(topic, key, old, new):
             if isinstance(queued, Later):
-                self.queue.add_later(str(queued))
+                self._queue_for(queued).add_later(str(queued))
             else:
-                self.queue.add(queued)
+                self._add(queued)
 
     def _every(self, periodic: Periodic, wake: threading.Event) -> None:
         # The first run waits for the replica so it does not act on an empty cache.
@@ -147,13 +182,13 @@ class Runner:
             wake.wait(periodic.period)
             wake.clear()
 
-    def _work(self) -> None:
-        while (key := self.queue.get()) is not None:
+    def _work(self, queue: WorkQueue[Hashable]) -> None:
+        while (key := queue.get()) is not None:
             try:
                 self._wait_while_paused()
-                self._process(str(key))
+                self._process(str(key), queue)
             finally:
-                self.queue.done(key)
+                queue.done(key)
 
     def _wait_while_paused(self) -> None:
         """While the manager pauses this worker, or its replica is out of date (waiting for a
@@ -163,7 +198,7 @@ class Runner:
         ):
             time.sleep(0.1)
 
-    def _process(self, key: str) -> None:
+    def _process(self, key: str, queue: WorkQueue[Hashable]) -> None:
         name = self.controller.name
         started = time.monotonic()
         try:
@@ -173,25 +208,25 @@ class Runner:
             log.warning("%s: sync of %s failed: %s", name, key, failed)
             if failed.actions:
                 self._deliver(key, failed.actions)
-            self.queue.add_rate_limited(key)
+            queue.add_rate_limited(key)
             return
         except RetryAfter as retry:
             SYNCS.labels(controller=name, outcome="retry_after").inc()
-            self.queue.add_after(key, retry.delay)
+            queue.add_after(key, retry.delay)
             return
         except Exception as error:
             SYNCS.labels(controller=name, outcome="error").inc()
             log.warning("%s: sync of %s failed: %s", name, key, error)
-            self.queue.add_rate_limited(key)
+            queue.add_rate_limited(key)
             return
         finally:
             SYNC_SECONDS.labels(controller=name).observe(time.monotonic() - started)
         if actions and not self._deliver(key, actions):
             SYNCS.labels(controller=name, outcome="write_failed").inc()
-            self.queue.add_rate_limited(key)
+            queue.add_rate_limited(key)
             return
         SYNCS.labels(controller=name, outcome="ok").inc()
-        self.queue.forget(key)
+        queue.forget(key)
 
     def _deliver(self, key: str, actions: tuple[Action, ...]) -> bool:
         """Send the actions; True when nothing is left that a retry could fix."""

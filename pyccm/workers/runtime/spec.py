@@ -87,10 +87,19 @@ def require(capability: T | None, *, cloud: Cloud, what: str) -> T:
 
 def positive_int(value: str) -> int:
     """An argparse type for a count of threads or calls in flight: 0 would run nothing."""
+    return _whole_number(value, minimum=1, below="must be at least 1")
+
+
+def non_negative_int(value: str) -> int:
+    """An argparse type for a count where 0 means "the value of another flag"."""
+    return _whole_number(value, minimum=0, below="cannot be a negative number")
+
+
+def _whole_number(value: str, *, minimum: int, below: str) -> int:
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: must be at least 1")
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"{value!r}: {below}")
     return number

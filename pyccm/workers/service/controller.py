@@ -53,12 +53,12 @@ from pyccm.protocol.messages import (
     PatchServiceStatus,
     Topic,
 )
-from pyccm.protocol.views import Service
+from pyccm.protocol.views import LoadBalancerIngress, Service
 from pyccm.provider.errors import ImplementedElsewhere, RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
 from pyccm.workers.runtime.commit import needs_retry
-from pyccm.workers.runtime.controller import Obj, Periodic, SyncFailed
+from pyccm.workers.runtime.controller import Lane, Obj, Periodic, SyncFailed
 from pyccm.workers.runtime.ratelimit import RateLimiter, service_controller_rate_limiter
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service import events
@@ -129,6 +129,7 @@ class ServiceController:
     queue_name = "service"
     topics: tuple[Topic, ...] = (Topic.NODE, Topic.SERVICE)
     component = COMPONENT
+    lanes: tuple[Lane, ...] = ()
 
     def __init__(
         self,
@@ -326,7 +327,7 @@ class ServiceController:
             )
         elif step.given is not members:
             # Equal sets: remember this one, so that the next sweep passes us by.
-            self._ledger.record(key, service, step.spec, members)
+            self._ledger.record(key, service, step.spec, members, ingress=_ingress(service))
         self._nodes.catch_up(key, backends, sweeps)
 
     def _ensure(
@@ -357,7 +358,7 @@ class ServiceController:
             with self._reconciles.call(ENSURE, service):
                 outcome = self._lbs.ensure(service=service, nodes=backends.nodes)
         except ImplementedElsewhere:
-            self._ledger.record(key, service, step.spec, members)
+            self._ledger.record(key, service, step.spec, members, ingress=_ingress(service))
             return
         except RetryAfter:
             raise
@@ -405,7 +406,8 @@ class ServiceController:
             service.metadata, annotations={**service.metadata.annotations, **annotations}
         )
         echo = msgspec.structs.replace(service, metadata=merged)
-        self._ledger.record(key, service, spec_print(echo, classes=self.classes), members)
+        printed = spec_print(echo, classes=self.classes)
+        self._ledger.record(key, service, printed, members, ingress=outcome.ingress)
 
     def _update_backends(
         self,
@@ -430,7 +432,7 @@ class ServiceController:
             raise
         except Exception as error:  # any failure, ours or a library's: a Warning event
             if self._load_balancer_gone(service):
-                self._ledger.record(key, service, step.spec, members)
+                self._ledger.record(key, service, step.spec, members, ingress=_ingress(service))
                 return
             NODESYNC_ERRORS.inc()
             # Upstream retries a failed node sync with a full EnsureLoadBalancer.
@@ -451,7 +453,7 @@ class ServiceController:
             else events.event(service, "UpdatedLoadBalancer", updated)
         )
         if writes.land(*events.from_provider(service, provider_events), done):
-            self._ledger.record(key, service, step.spec, members)
+            self._ledger.record(key, service, step.spec, members, ingress=_ingress(service))
 
     def _load_balancer_gone(self, service: Service) -> bool:
         try:
@@ -487,6 +489,10 @@ def _add_finalizer(service: Service) -> PatchServiceStatus:
         uid=service.metadata.uid,
         add_finalizers=(FINALIZER,),
     )
+
+
+def _ingress(service: Service) -> tuple[LoadBalancerIngress, ...]:
+    return service.status.load_balancer.ingress
 
 
 def _service(obj: Obj | None) -> Service | None:

@@ -22,9 +22,11 @@ The table, in the order `decide` asks:
   showing an ingress): Delete; a Delete whose writes landed but whose echo has not come
   yet: Nothing;
 * wants none and has nothing of ours (another type, another class): Skip;
-* never ensured by this process, `needsUpdate` print changed, or a drift resync due:
-  Ensure (our finalizer first if missing; Ensuring/Ensured events unless it only
-  verifies: a drift resync, or a Service found converged by an earlier process);
+* never ensured by this process, `needsUpdate` print changed, a drift resync due, or a
+  status that no longer shows the ingress last written (another writer cleared or changed
+  it): Ensure (our finalizer first if missing; Ensuring/Ensured events unless it only
+  verifies: a drift resync, a changed status, or a Service found converged by an earlier
+  process);
 * print unchanged: Converged (the members follow the node set).
 """
 
@@ -254,7 +256,7 @@ def _step(
             return Skip(f"type {service.spec.type}")
         return Skip(f"loadBalancerClass {service.spec.load_balancer_class} is not claimed")
     spec = spec_print(service, classes=claim.classes)
-    if prior is not None and prior.spec == spec and not resync_due:
+    if prior is not None and prior.spec == spec and not resync_due and status_kept(service, prior):
         return Converged(spec=spec, given=prior.backends)
     # A Service this process first sees already converged is verified like a drift resync:
     # without Ensuring/Ensured events, so a restart of the tree writes nothing when
@@ -265,6 +267,14 @@ def _step(
         announce = prior.spec != spec
     add = FINALIZER not in service.metadata.finalizers
     return Ensure(spec=spec, announce=announce, add_finalizer=add)
+
+
+def status_kept(service: Service, prior: Synced) -> bool:
+    """The Service's status still shows the ingress this process last left in it. Upstream
+    compares the spec only, so a status another writer cleared (a GitOps tool applying the
+    Service whole) stays empty until the next resync; here the next event for the Service
+    (the clearing itself) verifies the load balancer and writes the ingress back."""
+    return service.status.load_balancer.ingress == prior.ingress
 
 
 def members_moved(given: frozenset[BackendId], picked: frozenset[BackendId]) -> bool:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from pyccm.protocol.views import Service
+from pyccm.protocol.views import LoadBalancerIngress, Service
 from pyccm.workers.service.policy import BackendId
 
 
@@ -23,11 +23,15 @@ class Synced:
     balancer if the Service vanishes without a finalizer or comes back with a new UID),
     the `needsUpdate` print of its last successful ensure (None: ensure again) and the
     backends the load balancer was last given: those of the backend set that pass the
-    Service's node selector (the whole set, the same object, without one)."""
+    Service's node selector (the whole set, the same object, without one), and the
+    ingress its status had once the writes landed: a status that no longer shows it was
+    changed by another writer (a GitOps tool applying the Service without its status), and
+    the next sync puts it back."""
 
     service: Service
     spec: tuple[object, ...] | None
     backends: frozenset[BackendId]
+    ingress: tuple[LoadBalancerIngress, ...]
 
 
 class Ledger:
@@ -80,7 +84,9 @@ class Ledger:
         the copy (with no print, so the next sync ensures again), so that a Service deleted
         meanwhile without our finalizer leads to a cleanup, not a leak."""
         with self._lock:
-            self._synced.setdefault(key, Synced(service=service, spec=None, backends=frozenset()))
+            self._synced.setdefault(
+                key, Synced(service=service, spec=None, backends=frozenset(), ingress=())
+            )
 
     def record(
         self,
@@ -88,9 +94,13 @@ class Ledger:
         service: Service,
         spec: tuple[object, ...] | None,
         backends: frozenset[BackendId],
+        *,
+        ingress: tuple[LoadBalancerIngress, ...],
     ) -> None:
         with self._lock:
-            self._synced[key] = Synced(service=service, spec=spec, backends=backends)
+            self._synced[key] = Synced(
+                service=service, spec=spec, backends=backends, ingress=ingress
+            )
             self._resync_due.discard(key)
             self._cleaned.pop(key, None)
 

@@ -64,6 +64,7 @@ from pyccm.provider.openstack.loadbalancer.families import (
     wanted_versions,
 )
 from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
+from pyccm.provider.openstack.loadbalancer.ip_mode import ip_mode
 from pyccm.provider.openstack.loadbalancer.members import Backend, Backends, MemberChoice
 from pyccm.provider.openstack.loadbalancer.naming import SERVICE_PREFIX, is_service_tag
 from pyccm.provider.openstack.loadbalancer.orphans import Inventory
@@ -89,9 +90,7 @@ def ingress(cfg: ServiceConfig, address: str) -> tuple[LoadBalancerIngress, ...]
         return (LoadBalancerIngress(hostname=cfg.hostname),)
     if cfg.proxy and cfg.hostname_suffix:
         return (LoadBalancerIngress(hostname=f"{address}.{cfg.hostname_suffix}"),)
-    # ipMode Proxy (KEP-1860): kube-proxy must not short-cut in-cluster traffic past
-    # the load balancer, or the PROXY header the backends expect is missing.
-    return (LoadBalancerIngress(ip=address, ip_mode="Proxy" if cfg.proxy else "VIP"),)
+    return (LoadBalancerIngress(ip=address, ip_mode=ip_mode(cfg)),)
 
 
 class OctaviaLoadBalancers:
