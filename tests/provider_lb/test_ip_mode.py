@@ -28,8 +28,13 @@ TLS_CONF = f"[LoadBalancer]\ndefault-tls-container-ref = {TLS_REF}"
         ("", {P + "x-forwarded-for": "true"}, "HTTP", "HTTP", "Proxy"),
         ("", {P + "default-tls-container-ref": TLS_REF}, "TERMINATED_HTTPS", "HTTP", "Proxy"),
         (TLS_CONF, {}, "TERMINATED_HTTPS", "HTTP", "Proxy"),
+        ("", {P + "x-forwarded-port": "true"}, "HTTP", "HTTP", "Proxy"),
+        ("", {P + "x-forwarded-proto": "true"}, "HTTP", "HTTP", "Proxy"),
     ],
-    ids=["tcp", "xff-false", "xff-bad", "proxy", "xff", "tls-annotation", "tls-cloud-conf"],
+    ids=[
+        *("tcp", "xff-false", "xff-bad", "proxy", "xff", "tls-annotation", "tls-cloud-conf"),
+        *("x-forwarded-port", "x-forwarded-proto"),
+    ],
 )
 def test_a_listener_that_terminates_the_traffic_publishes_ip_mode_proxy(
     sim: OpenStackSimHandle,
