@@ -47,6 +47,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 SECRET_WORDS = ("password", "secret", "token", "key")
 LOCK = threading.Lock()
+# Every listener's threads write the service's one access log: one whole line at a time.
+LOG_LOCK = threading.Lock()
 
 
 # --- serving -------------------------------------------------------------------------------------
@@ -97,7 +99,8 @@ def logged(app: Any, service: str, log: Any, listener: str, port: int) -> Any:
             "port": port,
             "host": environ.get("HTTP_HOST", ""),
         }
-        log.write(json.dumps(entry) + "\n")
+        with LOG_LOCK:
+            log.write(json.dumps(entry) + "\n")
         return [body]
 
     return wrapper
