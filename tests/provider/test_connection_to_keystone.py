@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from pyccm.provider.errors import CloudError
@@ -25,6 +26,7 @@ from pyccm.provider.openstack.connection import keystone_question
 from pyccm.provider.openstack.keystone import RENEW_BEFORE, Keystone
 from pyccm.provider.settings import ProviderSettings
 from pyccm.sim.openstack.calllog import Seq
+from pyccm.sim.openstack.seed import APPCRED_CLOUD_NAME, CLOUD_NAME
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.support.proxy import connect_proxy
 
@@ -311,3 +313,52 @@ def test_a_refusal_that_quotes_a_secret_back_is_scrubbed_in_the_error_and_the_lo
     assert str(refused.value) == "keystone: echoed *** and *** back"
     assert "pw-1" not in caplog.text
     assert "proxy:pass" not in caplog.text
+
+
+def test_use_clouds_takes_the_password_from_secure_yaml_as_openstacksdk_does(
+    sim: OpenStackSimHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """clouds.yaml without the password, secure.yaml (`$OS_CLIENT_SECURE_FILE`) with it:
+    openstacksdk's loader, in its child, merges them; the settings record both files."""
+    clouds = yaml.safe_load(sim.clouds_yaml_path.read_text())
+    entry = clouds["clouds"][CLOUD_NAME]
+    password = entry["auth"].pop("password")
+    (tmp_path / "clouds.yaml").write_text(yaml.safe_dump({"clouds": {CLOUD_NAME: entry}}))
+    secure = tmp_path / "secure.yaml"
+    secure.write_text(yaml.safe_dump({"clouds": {CLOUD_NAME: {"auth": {"password": password}}}}))
+    monkeypatch.setenv("OS_CLIENT_SECURE_FILE", str(secure))
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(
+        f"[Global]\nuse-clouds = true\nclouds-file = {tmp_path / 'clouds.yaml'}\n"
+        f"cloud = {CLOUD_NAME}\n"
+    )
+
+    settings = load_settings(conf, environ={})
+    client = client_for(conf)
+    mark = sim.mark()
+    try:
+        flavors(client)
+    finally:
+        client.close()
+
+    assert settings.global_.password == password
+    assert secure in settings.sources
+    assert token_requests(sim, mark) == 1
+
+
+def test_use_clouds_without_a_cloud_takes_the_one_os_cloud_names(
+    sim: OpenStackSimHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OS_CLOUD", APPCRED_CLOUD_NAME)
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(f"[Global]\nuse-clouds = true\nclouds-file = {sim.clouds_yaml_path}\n")
+
+    settings = load_settings(conf, environ={})
+    client = client_for(conf)
+    try:
+        flavors(client)
+    finally:
+        client.close()
+
+    assert settings.global_.application_credential_id
+    assert not settings.global_.password

@@ -5,7 +5,8 @@ worker (docs/architecture.md#provider-http).
 
 The question: `clouds_file` (`[Global] clouds-file`, or empty for openstacksdk's search:
 `$OS_CLIENT_CONFIG_FILE`, the current directory, `~/.config/openstack`, `/etc/openstack`)
-and `cloud` (`[Global] cloud`, or empty for `$OS_CLOUD`, else the file's only cloud). The
+and `cloud` (`[Global] cloud`, or empty for `$OS_CLOUD`, else the cloud openstacksdk makes
+of the `OS_*` variables when there are any, else the file's only cloud). The
 loader merges `secure.yaml` (`$OS_CLIENT_SECURE_FILE`, then the same search path) into the
 entry, as every OpenStack client does. The answer: the entry's `auth` and the top-level
 keys `cloud.conf` may take (`region_name`, `interface`, `cacert`, `cert`, `key`), and the
@@ -39,7 +40,10 @@ def resolve(question: dict[str, Any]) -> dict[str, Any]:
         # openstacksdk 4 warns about its own InfluxDB support on every cloud it builds.
         warnings.simplefilter("ignore", sdk_warnings.RemovedInSDK60Warning)
         try:
-            config = loader.OpenStackConfig(config_files=files, load_envvars=False)
+            # The environment as every OpenStack client reads it: $OS_CLOUD, and the files
+            # $OS_CLIENT_CONFIG_FILE and $OS_CLIENT_SECURE_FILE name (the loader ignores all
+            # three without load_envvars).
+            config = loader.OpenStackConfig(config_files=files, load_envvars=True)
             if wanted and wanted not in config.get_cloud_names():
                 raise ChildError(f"no cloud named {wanted!r} in clouds.yaml", retryable=False)
             region = config.get_one(cloud=wanted, validate=False)
