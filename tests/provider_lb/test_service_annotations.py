@@ -141,7 +141,12 @@ def test_x_forwarded_for_makes_http_listeners_that_insert_the_header(
 def test_health_monitors_follow_the_port_protocol_and_can_be_toggled(
     sim: OpenStackSimHandle, lbs: LoadBalancers
 ) -> None:
-    on = {P + "enable-health-monitor": "true", P + "health-monitor-delay": "7"}
+    # The Service's ports are checked, not kube-proxy's (test_kube_proxy_health_monitors.py).
+    on = {
+        P + "enable-health-monitor": "true",
+        P + "health-monitor-delay": "7",
+        P + "health-monitor-kube-proxy": "false",
+    }
     svc = service(ports=((80, 30080, "TCP"), (53, 30053, "UDP")), annotations=on)
     svc = with_annotations(svc, ensure(lbs, svc, nodes(2)).annotations_to_set)
 
@@ -320,7 +325,10 @@ def test_an_sctp_port_on_octavia_2_23_gets_sctp_listener_pool_and_monitor(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
     sim.set_knobs(octavia_version="2.23")
-    svc = service(ports=((3868, 31868, "SCTP"),), annotations={P + "enable-health-monitor": "true"})
+    svc = service(
+        ports=((3868, 31868, "SCTP"),),
+        annotations={P + "enable-health-monitor": "true", P + "health-monitor-kube-proxy": "false"},
+    )
 
     ensure(make_lbs(), svc, nodes(2))
 
