@@ -26,6 +26,7 @@ from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalanc
 from pyccm.provider.openstack.resources import Port, Server
 from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.conformance.realcloud import NEWEST, OCTAVIA_MAX_BODY, RealCloud, per_release, release
+from tests.support.lb import octavia_flavor, octavia_zone
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
@@ -433,6 +434,45 @@ def test_a_vip_subnet_that_is_not_on_the_vip_network_is_refused_with_the_same_an
                 )
         finally:
             side.call("network", "DELETE", f"/networks/{network_id}")
+
+
+def test_flavors_and_zones_are_checked_with_the_same_answers(
+    sides: tuple[Side, Side], real_cloud: RealCloud
+) -> None:
+    """A load balancer naming a flavor or zone Octavia does not have, one that is disabled,
+    or a provider other than its flavor's: refused alike (each side's flavors and zones made
+    through its admin API: the real one's as `admin`)."""
+    admins = {"sim": sides[0].connection, "real": real_cloud.connection("admin")}
+    for side in sides:
+        admin, tag = admins[side.name], f"check-{side.name}"
+        made = [
+            octavia_flavor(admin, f"{tag}-on"),
+            octavia_flavor(admin, f"{tag}-off", enabled=False),
+        ]
+        octavia_zone(admin, f"{tag}-off", enabled=False)
+        on, off = made
+        expected = [
+            ({"flavor_id": NO_SUCH}, "Validation failure: Invalid flavor_id."),
+            ({"availability_zone": "nowhere"}, "Validation failure: Invalid availability zone."),
+            ({"flavor_id": off}, f"The selected flavor is not allowed in this deployment: {off}"),
+            (
+                {"availability_zone": f"{tag}-off"},
+                f"The selected availability_zone is not allowed in this deployment: {tag}-off",
+            ),
+            (
+                {"flavor_id": on, "provider": "octavia"},
+                f"Flavor '{on}' is not compatible with provider 'octavia'",
+            ),
+        ]
+        try:
+            for fields, wording in expected:
+                body = {"loadbalancer": {"vip_subnet_id": side.subnet_id, **fields}}
+                status, answer = side.call("load_balancer", "POST", "/lbaas/loadbalancers", body)
+                assert (status, answer.get("faultstring")) == (400, wording), (side.name, fields)
+        finally:
+            for flavor in made:
+                admin.load_balancer.delete_flavor(flavor)
+            admin.load_balancer.delete_availability_zone(f"{tag}-off")
 
 
 UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from pyccm.demo import World, child, process_tree
+from pyccm.provider.openstack.loadbalancer.service_annotations import HEALTH_MONITOR_KUBE_PROXY
 from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
 from tests.conformance.realcloud import RealCloud
 from tests.provider_lb.test_takeover_from_upstream import (
@@ -367,7 +368,12 @@ def test_upstream_takes_over_what_pyccm_creates(taken_over: TakenOver) -> None:
     taken = taken_over
     shape = UpstreamService("default", "fresh", "", ((7000, 30700), (7001, 30701)), monitor=True)
     body = {
-        "metadata": {"name": "fresh", "namespace": "default", "annotations": shape.annotations()},
+        "metadata": {
+            "name": "fresh",
+            "namespace": "default",
+            # Monitors of the port, as upstream's: pyccm's default ones check kube-proxy.
+            "annotations": shape.annotations() | {HEALTH_MONITOR_KUBE_PROXY: "false"},
+        },
         "spec": {
             "type": "LoadBalancer",
             "ports": [

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from pyccm.provider.errors import ConfigError
+from pyccm.provider.errors import CloudError, ConfigError
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.support.lb import MakeLbs, ensure, nodes, one, service
+from tests.support.lb import MakeLbs, ensure, nodes, octavia_flavor, octavia_zone, one, service
 
 CLASSES = """
 [LoadBalancerClass "fast"]
@@ -19,7 +19,7 @@ lb-provider = ovn
 availability-zone = az-fast
 
 [LoadBalancerClass "big"]
-flavor-id = 3f0e8a34-0000-4000-8000-00000000b16f
+flavor-id = {flavor}
 availability-zone = az-big
 """
 
@@ -30,7 +30,12 @@ OVN = {a.CLASS: "fast", a.LB_METHOD: "SOURCE_IP_PORT"}
 def test_the_class_chooses_provider_flavor_and_zone(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
-    lbs = make_lbs(CLASSES)
+    # Octavia refuses a flavor or zone it does not have: the operator makes them first.
+    conn = sim.connection()
+    flavor = octavia_flavor(conn, "big")
+    for zone in ("az-fast", "az-big", "az-own"):
+        octavia_zone(conn, zone)
+    lbs = make_lbs(CLASSES.format(flavor=flavor))
 
     ensure(lbs, service("plain", ports=((80, 30080, "TCP"),)), nodes(1))
     ensure(lbs, service("fast", ports=((80, 30081, "TCP"),), annotations=OVN), nodes(1))
@@ -50,14 +55,26 @@ def test_the_class_chooses_provider_flavor_and_zone(
         # pyccm's gates give ovn no availability zones: ignored with a Warning.
         "fast": ("ovn", None, None),
         # The Service's own annotation beats its class.
-        "big": ("amphora", "3f0e8a34-0000-4000-8000-00000000b16f", "az-own"),
+        "big": ("amphora", flavor, "az-own"),
     }
+
+
+def test_a_class_provider_that_is_not_its_flavors_fails_with_octavias_answer(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    flavor = octavia_flavor(sim.connection(), "big")
+    lbs = make_lbs(f'[LoadBalancerClass "v2"]\nlb-provider = amphorav2\nflavor-id = {flavor}')
+
+    svc = service(ports=((80, 30080, "TCP"),), annotations={a.CLASS: "v2"})
+    with pytest.raises(CloudError, match=f"Flavor '{flavor}' is not compatible with provider "):
+        ensure(lbs, svc, nodes(1))
+    assert sim.inventory()["loadbalancer"] == 0
 
 
 def test_the_feature_gates_follow_the_class_provider(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
-    lbs = make_lbs(CLASSES)
+    lbs = make_lbs(CLASSES.format(flavor="3f0e8a34-0000-4000-8000-00000000b16f"))
     svc = service(
         ports=((80, 30080, "TCP"),),
         annotations={**OVN, a.FLAVOR_ID: "3f0e8a34-0000-4000-8000-00000000b16f"},

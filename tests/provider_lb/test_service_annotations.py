@@ -3,6 +3,7 @@ fall back to the default with a Warning event; features follow Octavia's API ver
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,7 +12,17 @@ from pyccm.protocol.views import LoadBalancerIngress
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.sim.openstack.testing import OpenStackSimHandle
-from tests.support.lb import MakeLbs, ensure, nodes, one, service, with_annotations, writes
+from tests.support.lb import (
+    MakeLbs,
+    ensure,
+    nodes,
+    octavia_flavor,
+    octavia_zone,
+    one,
+    service,
+    with_annotations,
+    writes,
+)
 
 P = "loadbalancer.openstack.org/"
 
@@ -141,7 +152,12 @@ def test_x_forwarded_for_makes_http_listeners_that_insert_the_header(
 def test_health_monitors_follow_the_port_protocol_and_can_be_toggled(
     sim: OpenStackSimHandle, lbs: LoadBalancers
 ) -> None:
-    on = {P + "enable-health-monitor": "true", P + "health-monitor-delay": "7"}
+    # The Service's ports are checked, not kube-proxy's (test_kube_proxy_health_monitors.py).
+    on = {
+        P + "enable-health-monitor": "true",
+        P + "health-monitor-delay": "7",
+        P + "health-monitor-kube-proxy": "false",
+    }
     svc = service(ports=((80, 30080, "TCP"), (53, 30053, "UDP")), annotations=on)
     svc = with_annotations(svc, ensure(lbs, svc, nodes(2)).annotations_to_set)
 
@@ -228,15 +244,34 @@ def test_features_follow_the_octavia_api_version(
 def test_availability_zone_and_flavor_are_sent_when_octavia_knows_them(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
+    flavor = octavia_flavor(sim.connection(), "small")
+    zone = octavia_zone(sim.connection(), "az-2")
     svc = service(
         ports=((80, 30080, "TCP"),),
-        annotations={P + "availability-zone": "az-2", P + "flavor-id": "f-small"},
+        annotations={P + "availability-zone": zone, P + "flavor-id": flavor},
     )
 
     ensure(make_lbs(), svc, nodes(1))
 
     lb = one(sim, "loadbalancer")
-    assert (lb["availability_zone"], lb["flavor_id"]) == ("az-2", "f-small")
+    assert (lb["availability_zone"], lb["flavor_id"]) == ("az-2", flavor)
+
+
+def test_a_flavor_or_zone_octavia_does_not_know_fails_the_sync_and_creates_nothing(
+    sim: OpenStackSimHandle, make_lbs: MakeLbs
+) -> None:
+    unknown = {
+        P + "flavor-id": "3f0e8a34-0000-4000-8000-00000000b16f",
+        P + "availability-zone": "az-nowhere",
+    }
+    for annotation, answer in (
+        (P + "flavor-id", "Validation failure: Invalid flavor_id."),
+        (P + "availability-zone", "Validation failure: Invalid availability zone."),
+    ):
+        svc = service(ports=((80, 30080, "TCP"),), annotations={annotation: unknown[annotation]})
+        with pytest.raises(CloudError, match=re.escape(answer)):
+            ensure(make_lbs(), svc, nodes(1))
+    assert sim.inventory()["loadbalancer"] == 0
 
 
 def test_an_availability_zone_on_an_old_octavia_is_ignored_with_a_warning(
@@ -320,7 +355,10 @@ def test_an_sctp_port_on_octavia_2_23_gets_sctp_listener_pool_and_monitor(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
     sim.set_knobs(octavia_version="2.23")
-    svc = service(ports=((3868, 31868, "SCTP"),), annotations={P + "enable-health-monitor": "true"})
+    svc = service(
+        ports=((3868, 31868, "SCTP"),),
+        annotations={P + "enable-health-monitor": "true", P + "health-monitor-kube-proxy": "false"},
+    )
 
     ensure(make_lbs(), svc, nodes(2))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -37,6 +38,7 @@ from pyccm.protocol.views import (
 from pyccm.sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (
     MakeLbs,
+    converge,
     ensure,
     nodes,
     service,
@@ -868,7 +870,8 @@ def test_what_pyccm_creates_upstream_takes_over_without_a_write(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
     """The other way round from scratch: the same Services served by pyccm alone (no
-    upstream before it); upstream's predicates find nothing to change on what it made."""
+    upstream before it); upstream's predicates find nothing to change on what it made once
+    `monitor-kube-proxy = false` has turned its kube-proxy monitors into upstream's."""
     views, upstream_nodes = sim_nodes(sim, 3)
     lbs = make_lbs(SG_CONF, cluster_id=CLUSTER_ID)
     lb_ids: dict[str, str] = {}
@@ -876,12 +879,23 @@ def test_what_pyccm_creates_upstream_takes_over_without_a_write(
         given = svc.annotations() | ({LB_ID: lb_ids[svc.shares]} if svc.shares else {})
         outcome = ensure(lbs, new_service(svc, given), views)
         lb_ids[svc.name] = outcome.annotations_to_set[LB_ID]
-    problems = upstream_would_adopt(
-        sim.connection(),
-        cluster=CLUSTER,
-        services=SERVICES,
-        node_list=upstream_nodes,
-        subnet_id=vip_subnet(sim),
-        security_groups=True,
-    )
+
+    def upstream_problems() -> list[str]:
+        return upstream_would_adopt(
+            sim.connection(),
+            cluster=CLUSTER,
+            services=SERVICES,
+            node_list=upstream_nodes,
+            subnet_id=vip_subnet(sim),
+            security_groups=True,
+        )
+
+    # pyccm's own monitors of externalTrafficPolicy Cluster Services check kube-proxy:
+    # upstream would re-make them, their members' monitor port and the group's rules.
+    assert upstream_problems() != []
+    handing_back = make_lbs(SG_CONF + "\nmonitor-kube-proxy = false", cluster_id=CLUSTER_ID)
+    for svc in SERVICES:
+        again = new_service(svc, svc.annotations() | {LB_ID: lb_ids[svc.name]})
+        converge(partial(handing_back.ensure, service=again, nodes=views), max_syncs=40)
+    problems = upstream_problems()
     assert problems == []

@@ -191,3 +191,26 @@ def one(sim: OpenStackSimHandle, kind: str) -> dict[str, Any]:
 
 def fips_on(sim: OpenStackSimHandle, port_id: str) -> list[dict[str, Any]]:
     return [f for f in sim.resources("floatingip") if f["port_id"] == port_id]
+
+
+def octavia_flavor(conn: Any, name: str, *, provider: str = "amphora", enabled: bool = True) -> str:
+    """A flavor (on its own profile) made as Octavia's admin API makes one; its id. `conn`:
+    an openstacksdk connection (the simulator's, or the real cloud's admin)."""
+    profile = conn.load_balancer.create_flavor_profile(
+        name=f"{name}-profile", provider_name=provider, flavor_data="{}"
+    )
+    flavor = conn.load_balancer.create_flavor(
+        name=name, flavor_profile_id=profile.id, enabled=enabled
+    )
+    return str(flavor.id)
+
+
+def octavia_zone(conn: Any, name: str, *, provider: str = "amphora", enabled: bool = True) -> str:
+    """An availability zone (on its own profile) made as Octavia's admin API makes one."""
+    profile = conn.load_balancer.create_availability_zone_profile(
+        name=f"{name}-profile", provider_name=provider, availability_zone_data="{}"
+    )
+    conn.load_balancer.create_availability_zone(
+        name=name, availability_zone_profile_id=profile.id, enabled=enabled
+    )
+    return name

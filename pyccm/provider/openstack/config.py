@@ -86,7 +86,8 @@ class GlobalSettings:
 class LoadBalancerClass:
     """`[LoadBalancerClass "name"]`, chosen per Service by `loadbalancer.openstack.org/class`.
     Beyond upstream, a class also takes the Octavia provider, flavor and availability zone
-    of its load balancers (else `[LoadBalancer]`'s; the annotations still win)."""
+    of its load balancers and `monitor-kube-proxy` (else `[LoadBalancer]`'s; the
+    annotations still win)."""
 
     floating_network_id: str = ""
     floating_subnet_id: str = ""
@@ -98,6 +99,7 @@ class LoadBalancerClass:
     lb_provider: str = ""
     flavor_id: str = ""
     availability_zone: str = ""
+    monitor_kube_proxy: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +123,10 @@ class LoadBalancerSettings:
     monitor_timeout: int = 3
     monitor_max_retries: int = 1
     monitor_max_retries_down: int = 3
+    # Health monitors of externalTrafficPolicy Cluster Services check kube-proxy's
+    # `/healthz` on port 10256 of each node (KEP-3836) instead of the Service's port; a
+    # class's default is `[LoadBalancer]`'s.
+    monitor_kube_proxy: bool = True
     manage_security_groups: bool = False
     internal_lb: bool = False
     node_selector: str = ""
@@ -245,6 +251,7 @@ def _monitor_seconds(section: Section, key: str, default: float) -> int:
 def _load_balancer(document: IniDocument) -> LoadBalancerSettings:
     section = Section(document, "LoadBalancer")
     values = _strings_of(section, LoadBalancerSettings)
+    kube_proxy = section.boolean("monitor-kube-proxy", True)
     settings = LoadBalancerSettings(
         **values,
         enabled=section.boolean("enabled", True),
@@ -253,6 +260,7 @@ def _load_balancer(document: IniDocument) -> LoadBalancerSettings:
         monitor_timeout=_monitor_seconds(section, "monitor-timeout", 3),
         monitor_max_retries=section.integer("monitor-max-retries", 1),
         monitor_max_retries_down=section.integer("monitor-max-retries-down", 3),
+        monitor_kube_proxy=kube_proxy,
         manage_security_groups=section.boolean("manage-security-groups", False),
         internal_lb=section.boolean("internal-lb", False),
         cascade_delete=section.boolean("cascade-delete", True),
@@ -261,7 +269,7 @@ def _load_balancer(document: IniDocument) -> LoadBalancerSettings:
         provider_requires_serial_api_calls=section.boolean(
             "provider-requires-serial-api-calls", False
         ),
-        classes=_classes(document),
+        classes=_classes(document, load_balancer_value=kube_proxy),
     )
     _check_load_balancer(section, settings)
     return settings
@@ -281,11 +289,15 @@ def _check_load_balancer(section: Section, settings: LoadBalancerSettings) -> No
         raise section.error("max-shared-lb", "must be at least 1")
 
 
-def _classes(document: IniDocument) -> dict[str, LoadBalancerClass]:
+def _classes(document: IniDocument, *, load_balancer_value: bool) -> dict[str, LoadBalancerClass]:
+    """`load_balancer_value`: `[LoadBalancer] monitor-kube-proxy`, each class's default."""
     classes = {}
     for name in document.subsections("LoadBalancerClass"):
         section = Section(document, "LoadBalancerClass", name)
-        found = LoadBalancerClass(**_strings_of(section, LoadBalancerClass))
+        found = LoadBalancerClass(
+            **_strings_of(section, LoadBalancerClass),
+            monitor_kube_proxy=section.boolean("monitor-kube-proxy", load_balancer_value),
+        )
         if found.lb_provider and found.lb_provider not in KNOWN_LB_PROVIDERS:
             known = ", ".join(KNOWN_LB_PROVIDERS)
             raise section.error("lb-provider", f"unknown provider {found.lb_provider!r} ({known})")

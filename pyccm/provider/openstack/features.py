@@ -48,6 +48,9 @@ class Gate:
 
 
 GATES = {
+    # In every Octavia v2 API (Pike's 2.0 on); off only without a readable version, and
+    # with ovn, whose driver refuses members' monitor options.
+    "member_monitor_port": Gate(0, "members' monitor_port"),
     "tags": Gate(5, "tags", ovn=True),
     "timeouts": Gate(1, "listener timeouts"),
     "flavors": Gate(6, "flavors"),
@@ -111,6 +114,11 @@ class OctaviaFeatures:
     @property
     def http_monitors_on_udp(self) -> bool:
         return self.has("http_monitors_on_udp")
+
+    @property
+    def member_monitor_port(self) -> bool:
+        """Members' `monitor_port`: a monitor that checks another port of the node."""
+        return self.has("member_monitor_port")
 
     @property
     def sctp(self) -> bool:

@@ -28,6 +28,7 @@ from multidict import MultiMapping
 from pyccm.sim.openstack.errors import ApiError, bad_request, conflict, not_found
 from pyccm.sim.openstack.members import BATCH_FIELDS, Member, MemberTable, PoolMembers, shared
 from pyccm.sim.openstack.neutron import Neutron
+from pyccm.sim.openstack.octavia_catalog import Catalog
 from pyccm.sim.openstack.pagination import octavia_page
 from pyccm.sim.openstack.routing import NO_CONTENT, Handler, Reply, Req, Route, created, ok
 from pyccm.sim.openstack.settings import Knobs, version_minor
@@ -186,9 +187,9 @@ HM_UPDATE = frozenset(
 HM_CREATE = HM_UPDATE | {"pool_id", "type", "project_id", "tenant_id"}
 HTTP_MONITORS = frozenset({"HTTP", "HTTPS"})
 # Body fields Octavia's WSME types declare as UuidType: anything else there is a 400.
-# `flavor_id` is one too, but the simulator serves no flavors (see the README).
 UUID_FIELDS = frozenset(
     {
+        "flavor_id",
         "loadbalancer_id",
         "listener_id",
         "pool_id",
@@ -302,10 +303,16 @@ class Octavia:
         self.healthmonitors = Table(
             "healthmonitor", counters, indexed=by_name | {"pool_id": "_pool_id"}
         )
+        # Flavors and availability zones, as an operator makes them (admin API).
+        self.catalog = Catalog(ids=ids, counters=counters, providers=PROVIDERS)
         # Load balancers an operator pinned in PENDING_UPDATE (fault drill).
         self.stuck: set[str] = set()
         # Member bodies already checked (member_fields): (version, body items) -> fields.
         self._checked_members: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def lb_uses(self, field: str, value: str) -> bool:
+        """Whether a load balancer has `field` == `value` (a flavor or zone in use)."""
+        return any(lb[field] == value for lb in self.loadbalancers)
 
     @property
     def minor(self) -> int:
@@ -473,14 +480,15 @@ class Octavia:
 
     def new_lb(self, obj: dict[str, Any]) -> Record:
         self.check_fields(obj, LB_CREATE, "loadbalancer")
-        provider = obj.get("provider") or "amphora"
-        if provider not in PROVIDERS:
-            raise bad_request(f"Provider '{provider}' is not enabled.")
         if not any(obj.get(k) for k in ("vip_subnet_id", "vip_network_id", "vip_port_id")):
             raise bad_request(
                 "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, "
                 "vip_subnet_id."
             )
+        # Octavia's order: the VIP, the flavor, the zone, then the provider they give.
+        provider = self.catalog.provider_of(obj)
+        if provider not in PROVIDERS:
+            raise bad_request(f"Provider '{provider}' is not enabled.")
         return self._base(obj) | {
             "provider": provider,
             "flavor_id": obj.get("flavor_id"),
@@ -1606,9 +1614,6 @@ class OctaviaApi:
     def providers(self, req: Req) -> Reply:
         return ok({"providers": [{"name": n, "description": d} for n, d in PROVIDERS.items()]})
 
-    def empty(self, collection: str) -> Handler:
-        return lambda req: ok({collection: []})
-
 
 def routes(octavia: Octavia, knobs: Knobs) -> list[Route]:
     """Octavia's routes, under both `/load-balancer/v2` and `/load-balancer/v2.0`."""
@@ -1661,8 +1666,6 @@ def routes(octavia: Octavia, knobs: Knobs) -> list[Route]:
             Route("PUT", f"{p}/pools/{{pool_id}}/members", api.batch_members),
             Route("GET", f"{p}/loadbalancers/{{id}}/status", api.lb_status_tree),
             Route("GET", f"{p}/providers", api.providers),
-            Route("GET", f"{p}/flavors", api.empty("flavors")),
-            Route("GET", f"{p}/flavorprofiles", api.empty("flavorprofiles")),
-            Route("GET", f"{p}/availabilityzones", api.empty("availability_zones")),
+            *octavia.catalog.routes(p, octavia.lb_uses),
         ]
     return table

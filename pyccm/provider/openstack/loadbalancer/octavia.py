@@ -82,6 +82,8 @@ DELETED = "DELETED"
 # Nodes left out of the pools: none of their addresses fits the member choice.
 MEMBER_ADDRESS_MISSING = "LoadBalancerNodeAddressMissing"
 GONE = frozenset({DELETED, PENDING_DELETE})
+# The monitor types that check the Service's port itself (upstream's, by port protocol).
+PORT_MONITOR_TYPES = frozenset({"TCP", "UDP-CONNECT", "SCTP"})
 
 
 def ingress(cfg: ServiceConfig, address: str) -> tuple[LoadBalancerIngress, ...]:
@@ -162,7 +164,7 @@ class OctaviaLoadBalancers:
         # One config per load balancer, each family's subnet checked before anything is
         # created (a dual-stack pair is never left half-made by a missing subnet).
         served = [
-            (family, *self._ensure_family(family, service, nodes, events, found))
+            self._ensure_family(family, service, nodes, events, found)
             for family, found in self._family_lbs(cfg, service, events)
         ]
         first, lb, addresses = served[0]
@@ -189,14 +191,17 @@ class OctaviaLoadBalancers:
         nodes: Sequence[Node],
         events: a.Events,
         found: LoadBalancer | None,
-    ) -> tuple[LoadBalancer, list[str]]:
-        """One load balancer of the Service: (it, the addresses it is reached on)."""
+    ) -> tuple[ServiceConfig, LoadBalancer, list[str]]:
+        """One load balancer of the Service: (its config, it, the addresses it is reached
+        on)."""
         specs = self._specs(cfg, service, nodes, events)
         started = self._verified.now()
         lb, owner = self._usable_lb(cfg, specs, found)
+        fresh = self._just_created(lb, specs)
+        if not fresh and (kept := self._monitors_kept(cfg, lb, started)) is not cfg:
+            cfg, specs = kept, self._specs(kept, service, nodes, events)
         reconciler = self._reconciler(lb.id, cfg, events)
         listeners = None if owner else self._join_shared(cfg, lb, specs, reconciler)
-        fresh = self._just_created(lb, specs)
         if not fresh:
             self._reconcile(
                 cfg, lb, specs, reconciler, owner=owner, started=started, current=listeners
@@ -210,7 +215,26 @@ class OctaviaLoadBalancers:
                 f"with this Service through {a.LOAD_BALANCER_ID}; only the Service it was "
                 "created for tags it",
             )
-        return lb, self._addresses(cfg, lb, owner=owner, events=events, fresh=fresh)
+        return cfg, lb, self._addresses(cfg, lb, owner=owner, events=events, fresh=fresh)
+
+    def _monitors_kept(self, cfg: ServiceConfig, lb: LoadBalancer, started: float) -> ServiceConfig:
+        """`cfg`, or with the monitors of the port's protocol when its kube-proxy monitors
+        are only the default (`MonitorConfig.yields`) and `lb`'s pools already have such
+        monitors (upstream's, an older pyccm's): a load balancer keeps the kind of monitors
+        it has, in every pool, new ones too, so a takeover writes no monitor and no member."""
+        monitor = cfg.monitor
+        if monitor is None or not monitor.yields:
+            return cfg
+        found = self._verified.port_monitors(lb)
+        if found is None:
+            found = any(
+                (current := self._api.get_monitor(pool.healthmonitor_id)) is not None
+                and current.type in PORT_MONITOR_TYPES
+                for pool in self._api.pools(lb.id)
+                if pool.healthmonitor_id
+            )
+            self._verified.record_port_monitors(lb, found, started=started)
+        return dataclasses.replace(cfg, monitor=monitor.port_monitors()) if found else cfg
 
     def _family_lbs(
         self, cfg: ServiceConfig, service: Service, events: a.Events
@@ -251,12 +275,15 @@ class OctaviaLoadBalancers:
                 raise CloudError(f"Service {service.key} has no load balancer yet")
             if holder := self._foreign(family, lb):
                 raise self._owned_elsewhere(family, lb, holder)
-        for family, lb in families:
+        configs = []
+        for resolved, lb in families:
             assert lb is not None  # checked above
+            started = self._verified.now()
             self._require_active(lb)
+            family = self._monitors_kept(resolved, lb, started)
             specs = self._specs(family, service, nodes, events)
             self._reconciler(lb.id, family, events).backends(specs)
-        configs = [f for f, _ in families]
+            configs.append(family)
         self._security_groups(events).update_members(
             configs, service, nodes, self._all_choices(configs)
         )

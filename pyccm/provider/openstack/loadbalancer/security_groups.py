@@ -1,13 +1,14 @@
 """Per-Service security groups on member ports (`manage-security-groups`, reference §3.10).
 
 With the option on, each Service gets a group `lb-sg-<uid>-<ns>-<name>` whose ingress
-rules open its node ports (and its health-check node port) to the member subnet (to the
-source ranges with ovn, which keeps client addresses), attached to the member ports of the
-nodes. Deletion always looks for the group, as upstream does, so turning the option off
-never leaves one behind. Only ingress rules are compared; of the egress rules, only the two
-Neutron gives every new group (any protocol, port and address) are deleted, as upstream's
-controller deletes every rule it does not want: a group pyccm made is then the group
-upstream would have made, and upstream takes it back without a write (docs/migration.md).
+rules open its node ports (and its health-check node port, or kube-proxy's health port that
+its monitors check) to the member subnet (to the source ranges with ovn, which keeps client
+addresses), attached to the member ports of the nodes. Deletion always looks for the group,
+as upstream does, so turning the option off never leaves one behind. Only ingress rules are
+compared; of the egress rules, only the two Neutron gives every new group (any protocol,
+port and address) are deleted, as upstream's controller deletes every rule it does not
+want: a group pyccm made is then the group upstream would have made, and upstream takes it
+back without a write (docs/migration.md).
 A node port's egress is its own groups' business.
 
 A dual-stack Service has one group with the rules of each family it is served in: each
@@ -75,6 +76,10 @@ def wanted_rules(cfg: ServiceConfig, service: Service, subnet_cidr: str) -> set[
     hc_port = service.spec.health_check_node_port
     if hc_port:
         rules.add(("ingress", "tcp", ethertype, hc_port, hc_port, str(network)))
+    if cfg.monitor is not None and cfg.monitor.kube_proxy:
+        # The monitors check kube-proxy's health port of each node.
+        health = cfg.monitor.http_port
+        rules.add(("ingress", "tcp", ethertype, health, health, str(network)))
     for port in service.spec.ports:
         if port.node_port:
             for source in sources:

@@ -53,6 +53,9 @@ HEALTH_MONITOR_DELAY = PREFIX + "health-monitor-delay"
 HEALTH_MONITOR_TIMEOUT = PREFIX + "health-monitor-timeout"
 HEALTH_MONITOR_MAX_RETRIES = PREFIX + "health-monitor-max-retries"
 HEALTH_MONITOR_MAX_RETRIES_DOWN = PREFIX + "health-monitor-max-retries-down"
+# Beyond upstream: an externalTrafficPolicy Cluster Service's monitors check kube-proxy
+# (`"false"`: the Service's port, as upstream's do).
+HEALTH_MONITOR_KUBE_PROXY = PREFIX + "health-monitor-kube-proxy"
 DEFAULT_TLS_CONTAINER_REF = PREFIX + "default-tls-container-ref"
 HOSTNAME = PREFIX + "hostname"
 LOAD_BALANCER_ID = PREFIX + "load-balancer-id"
@@ -67,6 +70,9 @@ INVALID_ANNOTATION = "LoadBalancerAnnotationInvalid"
 # An externalTrafficPolicy Local Service whose health monitor its annotation turned off
 # (upstream has none: its monitors are off unless asked for).
 NO_HEALTH_MONITOR = "LoadBalancerWithoutHealthMonitor"
+# `health-monitor-kube-proxy: "true"` on a load balancer whose monitors cannot check
+# another port of the node (ovn, HTTP monitors on UDP pools, no readable API version).
+KUBE_PROXY_MONITOR_UNAVAILABLE = "LoadBalancerKubeProxyHealthCheckUnavailable"
 # What a few annotations must look like (Kubernetes' DNS-1123 subdomain, an OpenStack UUID,
 # Octavia's 255-character availability zone names, label keys and values).
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"

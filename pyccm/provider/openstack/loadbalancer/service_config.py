@@ -13,7 +13,7 @@ import ipaddress
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyccm.protocol.views import Node, Service, ServicePort
 from pyccm.provider.errors import CloudError, InvalidProviderId
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 ALGORITHMS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
 PROXY_VALUES = {"true": "PROXY", "v1": "PROXY", "v2": "PROXYV2", "false": ""}
 ALLOW_ALL = {4: "0.0.0.0/0", 6: "::/0"}
+# kube-proxy's health server on every node (`--healthz-bind-address`'s default port): its
+# `/healthz` fails while kube-proxy is down and while the node is being deleted (KEP-3836).
+KUBE_PROXY_PORT = 10256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +52,19 @@ class MonitorConfig:
     timeout: int
     max_retries: int
     max_retries_down: int
-    # A health-check node port turns the monitor into HTTP GET /healthz on that port.
+    # HTTP GET /healthz on this port of each node instead of the Service's port: the
+    # health-check node port (externalTrafficPolicy Local) or kube-proxy's (Cluster).
     http_port: int = 0
+    # `http_port` is kube-proxy's: the monitors check the node, not the Service.
+    kube_proxy: bool = False
+    # The kube-proxy monitors are the default, not asked for by the Service: a load
+    # balancer whose pools have monitors of their port's protocol (upstream's, an older
+    # pyccm's) keeps that kind (`port_monitors`), so a takeover writes no monitor.
+    yields: bool = False
+
+    def port_monitors(self) -> MonitorConfig:
+        """The monitors of the port's protocol (TCP, UDP-CONNECT, SCTP), as upstream's."""
+        return replace(self, http_port=0, kube_proxy=False, yields=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,7 +223,7 @@ class ServiceConfig:
 def _lb_class(settings: LoadBalancerSettings, ann: a.Annotations) -> LoadBalancerClass:
     name = ann.string(a.CLASS)
     if not name:
-        return LoadBalancerClass()
+        return LoadBalancerClass(monitor_kube_proxy=settings.monitor_kube_proxy)
     found = settings.classes.get(name)
     if found is None:
         # Upstream refuses too: guessing the networks could expose an internal Service.
@@ -340,8 +354,9 @@ def _monitor(
     features: OctaviaFeatures,
     events: a.Events,
     *,
-    provider: str,
+    monitor_kube_proxy: bool,
 ) -> MonitorConfig | None:
+    """`monitor_kube_proxy`: the class's (else `[LoadBalancer]`'s)."""
     spec = service.spec
     local = spec.external_traffic_policy == "Local" and spec.health_check_node_port > 0
     # Upstream creates a monitor only when asked to (the annotation, else `create-monitor`,
@@ -359,16 +374,13 @@ def _monitor(
                 "nodes without local endpoints, which drop it",
             )
         return None
-    http_allowed = provider != "ovn"
-    if any(p.protocol == "UDP" for p in spec.ports):
-        http_allowed = http_allowed and features.http_monitors_on_udp
     delay = ann.integer(a.HEALTH_MONITOR_DELAY, settings.monitor_delay, minimum=1)
     timeout = ann.integer(a.HEALTH_MONITOR_TIMEOUT, settings.monitor_timeout, minimum=1)
     if timeout > delay:
         # Octavia refuses it (400) and the Service would never get its load balancer.
         ann.invalid(a.HEALTH_MONITOR_TIMEOUT, str(timeout), f"exceeds the delay {delay}", delay)
         timeout = delay
-    return MonitorConfig(
+    monitor = MonitorConfig(
         delay=delay,
         timeout=timeout,
         max_retries=ann.integer(
@@ -377,8 +389,28 @@ def _monitor(
         max_retries_down=ann.integer(
             a.HEALTH_MONITOR_MAX_RETRIES_DOWN, settings.monitor_max_retries_down, minimum=1
         ),
-        http_port=spec.health_check_node_port if local and http_allowed else 0,
     )
+    # An HTTP monitor of another port: not with ovn (no HTTP monitors, and its driver
+    # refuses members' monitor_port), nor on a UDP pool below Octavia 2.16.
+    why_not = ""
+    if not features.member_monitor_port:
+        why_not = features.lacking("member_monitor_port")
+    elif any(p.protocol == "UDP" for p in spec.ports) and not features.http_monitors_on_udp:
+        why_not = features.lacking("http_monitors_on_udp")
+    if local:
+        return monitor if why_not else replace(monitor, http_port=spec.health_check_node_port)
+    asked = service.metadata.annotations.get(a.HEALTH_MONITOR_KUBE_PROXY) == "true"
+    if not ann.boolean(a.HEALTH_MONITOR_KUBE_PROXY, monitor_kube_proxy):
+        return monitor
+    if why_not:
+        if asked:
+            events.warn(
+                a.KUBE_PROXY_MONITOR_UNAVAILABLE,
+                f"annotation {a.HEALTH_MONITOR_KUBE_PROXY}=true ignored: a monitor of "
+                f"kube-proxy's port {why_not}; the monitors check the Service's ports",
+            )
+        return monitor
+    return replace(monitor, http_port=KUBE_PROXY_PORT, kube_proxy=True, yields=not asked)
 
 
 def _floating_subnet(
@@ -501,7 +533,14 @@ class Resolver:
             flavor_id=_flavor(ann, lb_class.flavor_id or settings.flavor_id, features, events),
             availability_zone=self._zone(ann, lb_class, features, events),
             tls_ref=ann.string(a.DEFAULT_TLS_CONTAINER_REF, settings.default_tls_container_ref),
-            monitor=_monitor(service, settings, ann, features, events, provider=provider),
+            monitor=_monitor(
+                service,
+                settings,
+                ann,
+                features,
+                events,
+                monitor_kube_proxy=lb_class.monitor_kube_proxy,
+            ),
             session_persistence=service.spec.session_affinity == "ClientIP",
             hostname=ann.matching(a.HOSTNAME, a.DNS_SUBDOMAIN, "is not a DNS name (RFC 1123)"),
             hostname_suffix=(

@@ -39,6 +39,9 @@ class Verified:
         self._seen: dict[str, tuple[str | None, float]] = {}
         # key -> (updated_at, fingerprint of the specs its children matched)
         self._matched: dict[Key, tuple[str | None, str]] = {}
+        # load balancer id -> (updated_at, whether its pools have monitors of their port's
+        # protocol): read from its children like a match, valid as long.
+        self._port_monitors: dict[str, tuple[str | None, bool]] = {}
 
     def now(self) -> float:
         return self._clock()
@@ -59,17 +62,33 @@ class Verified:
         """The children of `lb` were read after `started` and matched `fingerprint` (no
         write was needed); `lb` is the ACTIVE read that sync began with."""
         with self._lock:
-            seen = self._seen.get(lb.id)
-            settled = lb.updated_at is None or (
-                seen is not None and seen[0] == lb.updated_at and started - seen[1] >= SETTLED
-            )
-            if settled:
+            if self._settled(lb, started):
                 self._matched[key] = (lb.updated_at, fingerprint)
             else:
                 self._matched.pop(key, None)
 
+    def port_monitors(self, lb: LoadBalancer) -> bool | None:
+        """What `record_port_monitors` found on `lb`'s pools, if it has not changed since."""
+        with self._lock:
+            known = self._port_monitors.get(lb.id)
+        return known[1] if known is not None and known[0] == lb.updated_at else None
+
+    def record_port_monitors(self, lb: LoadBalancer, found: bool, *, started: float) -> None:
+        """The monitors of `lb`'s pools were read after `started`: `found` says whether
+        some are of their port's protocol."""
+        with self._lock:
+            if self._settled(lb, started):
+                self._port_monitors[lb.id] = (lb.updated_at, found)
+
+    def _settled(self, lb: LoadBalancer, started: float) -> bool:
+        seen = self._seen.get(lb.id)
+        return lb.updated_at is None or (
+            seen is not None and seen[0] == lb.updated_at and started - seen[1] >= SETTLED
+        )
+
     def forget(self, lb_id: str) -> None:
         with self._lock:
             self._seen.pop(lb_id, None)
+            self._port_monitors.pop(lb_id, None)
             for key in [k for k in self._matched if k[0] == lb_id]:
                 del self._matched[key]
