@@ -868,6 +868,10 @@ def _build_cloud(cloud: RealCloud, nodes: int) -> None:
         gateway_ip="172.24.4.1",
         is_dhcp_enabled=False,
     )
+    # Neutron's default quota (10 groups) is a small project's; the session's tests make and
+    # leave more (managed security groups, takeovers), and a 409 Quota exceeded failed the
+    # last of them in a full session.
+    network.update_quota(seeded.project_id, security_groups=200, security_group_rules=2000)
     private = network.create_network(name="private", project_id=seeded.project_id)
     private_subnet = network.create_subnet(
         network_id=private.id,

@@ -100,7 +100,8 @@ def lb_tags(real_cloud: RealCloud, lb_id: str) -> list[str]:
 
 def listener_ports(real_cloud: RealCloud, lb_id: str) -> list[int]:
     octavia = real_cloud.connection("ccm").load_balancer
-    return sorted(li.protocol_port for li in octavia.listeners(loadbalancer_id=lb_id))
+    listed = octavia.get_load_balancer(lb_id).listeners  # not listeners(loadbalancer_id=...)
+    return sorted(octavia.get_listener(item["id"]).protocol_port for item in listed)
 
 
 def test_a_service_refused_for_a_port_in_use_writes_nothing_and_the_owner_deletes_the_lb(

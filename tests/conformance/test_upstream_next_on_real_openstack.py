@@ -9,7 +9,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -40,25 +39,16 @@ from tests.conformance.test_beyond_upstream_on_real_openstack import (
     ipv4_nodes,
     lb_name,
     lbs,  # noqa: F401 (the fixture)
+    listeners_of,
     monitors,
     pool_members,
+    pools_of,
     the_load_balancer,
 )
 from tests.conformance.test_pagination_on_real_openstack import until_done
 from tests.support.lb import octavia_flavor, octavia_zone, with_status
 
 pytestmark = pytest.mark.conformance
-
-
-def listeners_of(conn: Any, lb: Any) -> list[Any]:
-    """The load balancer's own listeners, by the ids it lists: the real Octavia's listener
-    list does not filter by `loadbalancer_id` (every listener of the project came back once
-    other tests had left load balancers)."""
-    return [conn.load_balancer.get_listener(item["id"]) for item in lb.listeners]
-
-
-def pools_of(conn: Any, lb: Any) -> list[Any]:
-    return [conn.load_balancer.get_pool(item["id"]) for item in lb.pools]
 
 
 def test_user_tags_go_beside_pyccms_own(real_cloud: RealCloud, lbs: LoadBalancers) -> None:  # noqa: F811
