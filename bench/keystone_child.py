@@ -22,10 +22,12 @@ hour) per process.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -135,7 +137,9 @@ def report(runs: dict[str, list[dict[str, float]]], rounds: int) -> str:
             "# Keystone authentication: in a child process, or in the worker",
             "",
             "`python -m bench.keystone_child` (medians of "
-            f"{rounds} rounds, each in fresh interpreters, against the OpenStack simulator).",
+            f"{rounds} rounds, each in fresh interpreters, against the OpenStack simulator), "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+            f"{os.getloadavg()[0]:.2f} at the end.",
             "",
             "| | wall per authentication | CPU per authentication | the process's PSS grows by |",
             "|---|---|---|---|",
