@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,7 +42,6 @@ def ask(module: str, question: Mapping[str, Any], *, deadline: float) -> dict[st
 
     `deadline` is in seconds from now, for the whole exchange (the child's start included).
     """
-    started = time.monotonic()
     child = lifetime.spawn(
         [sys.executable, "-m", module],
         stdin=subprocess.PIPE,
@@ -55,8 +53,7 @@ def ask(module: str, question: Mapping[str, Any], *, deadline: float) -> dict[st
     except subprocess.TimeoutExpired:
         child.kill()
         child.communicate()  # reaps it and closes its pipes
-        took = time.monotonic() - started
-        raise ChildTimeout(f"no answer within {took:.0f} s (the deadline)") from None
+        raise ChildTimeout(f"no answer within {deadline:g} s (the deadline)") from None
     finally:
         lifetime.stop(child, timeout=1.0)  # forgotten by lifetime's exit hook
     try:
