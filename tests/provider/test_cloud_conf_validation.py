@@ -109,3 +109,13 @@ def test_a_secret_typed_into_the_wrong_key_is_not_quoted_at_start(tmp_path: Path
 
     assert "[LoadBalancer] create-monitor" in message
     assert "Tr0ub4dor" not in message
+
+
+@pytest.mark.parametrize("url", ["https://[::1:5000/v3", "keystone:5000", "ftp://k/v3", "http://"])
+def test_an_auth_url_that_is_not_an_http_url_with_a_host_is_one_line(
+    tmp_path: Path, url: str
+) -> None:
+    error = error_for(tmp_path, f"[Global]\nauth-url = {url}\nuser-id = u\npassword = s3cret\n")
+
+    assert "[Global] auth-url: not an http:// or https:// URL with a host" in error
+    assert "s3cret" not in error

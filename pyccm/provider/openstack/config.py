@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -428,6 +429,13 @@ def _read_document(path: Path) -> IniDocument:
 def _check_global(settings: GlobalSettings, *, path: Path) -> None:
     if not settings.auth_url:
         raise ConfigError(f"{path}: [Global] auth-url: required (or use-clouds with a clouds.yaml)")
+    try:
+        parts = urllib.parse.urlsplit(settings.auth_url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ConfigError(f"{path}: [Global] auth-url: not an http:// or https:// URL with a host")
     if bool(settings.cert_file) != bool(settings.key_file):
         raise ConfigError(f"{path}: [Global] cert-file: cert-file and key-file go together")
 

@@ -98,8 +98,12 @@ class Connection:
         self._microversions: dict[ServiceType, tuple[int, int] | None] = {}
         self._pools: dict[str | None, urllib3.PoolManager] = {}
         auth_url = str(keystone["auth_url"])
+        try:
+            proxy_map = self._proxy_map(auth_url)
+        except CloudError as refused:  # a URL urllib cannot split, or the CGI refusal
+            raise ConfigError(f"[Global] auth-url: {refused}") from None
         self.keystone = Keystone(
-            question={**keystone, "proxies": self._proxy_map(auth_url)},
+            question={**keystone, "proxies": proxy_map},
             where=host_of(auth_url),
             deadline=timeout + CHILD_START,
             before=throttle,
@@ -229,8 +233,11 @@ def _scheme_and_host(url: str) -> tuple[str, str]:
 
 def host_of(url: str) -> str:
     """`host:port` of a URL (never its user info)."""
-    parts = urllib.parse.urlsplit(url)
-    return parts.netloc.rpartition("@")[2] or url
+    try:
+        netloc = urllib.parse.urlsplit(url).netloc
+    except ValueError:  # an address urllib cannot split: the part after "//"
+        netloc = url.partition("//")[2].partition("/")[0]
+    return netloc.rpartition("@")[2] or url
 
 
 # --- building one ------------------------------------------------------------------------------
