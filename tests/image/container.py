@@ -44,7 +44,7 @@ from pyccm import lifetime
 from pyccm.demo import World
 from pyccm.sim.scenario import CLUSTER_CIDR
 from tests.support.logs import manager_get
-from tests.support.processes import PROC, Proc, descendants, kill_all, survivors
+from tests.support.processes import PROC, Proc, descendants, kill_all, long_lived, survivors
 from tests.support.waiting import wait_for
 
 T = TypeVar("T")
@@ -210,7 +210,11 @@ class Started:
     def processes(self) -> list[Proc]:
         """Every process the command started, itself included (not buildah's)."""
         return sorted(
-            (p for p in descendants(self.run.pid) if _program(p) not in BUILDAH_PROCESSES),
+            (
+                p
+                for p in long_lived(descendants(self.run.pid))
+                if _program(p) not in BUILDAH_PROCESSES
+            ),
             key=lambda p: p.pid,
         )
 

@@ -64,6 +64,21 @@ def descendants(pid: int) -> set[Proc]:
     return found
 
 
+# Children a program of the tree runs for a moment (`python -m MODULE`): a worker's Keystone
+# authentication and clouds.yaml reading, the manager's self-signed certificate. Caught by a
+# listing at the wrong instant, they are not programs of the tree.
+SHORT_LIVED = (
+    "-m pyccm.provider.openstack.authenticate",
+    "-m pyccm.provider.openstack.clouds",
+    "-m pyccm.manager.certificate",
+)
+
+
+def long_lived(processes: set[Proc]) -> set[Proc]:
+    """`processes` without the short-lived children of the tree's programs."""
+    return {p for p in processes if not any(part in p.command for part in SHORT_LIVED)}
+
+
 def survivors(processes: set[Proc]) -> list[str]:
     """The command lines of those still running, for an assertion to name."""
     return sorted(p.command or str(p.pid) for p in processes if p.running())
