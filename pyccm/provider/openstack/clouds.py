@@ -6,11 +6,11 @@ worker (docs/architecture.md#provider-http).
 The question: `clouds_file` (`[Global] clouds-file`, or empty for openstacksdk's search:
 `$OS_CLIENT_CONFIG_FILE`, the current directory, `~/.config/openstack`, `/etc/openstack`)
 and `cloud` (`[Global] cloud`, or empty for `$OS_CLOUD`, else the cloud openstacksdk makes
-of the `OS_*` variables when there are any, else the file's only cloud). The
-loader merges `secure.yaml` (`$OS_CLIENT_SECURE_FILE`, then the same search path) into the
-entry, as every OpenStack client does. The answer: the entry's `auth` and the top-level
-keys `cloud.conf` may take (`region_name`, `interface`, `cacert`, `cert`, `key`), and the
-files read. Refusals are one line without any value of the files.
+of the `OS_*` variables when there are any, else the file's only cloud), and `top_level`
+(the entry's keys outside `auth` that `cloud.conf` may take). The loader merges
+`secure.yaml` (`$OS_CLIENT_SECURE_FILE`, then the same search path) into the entry, as
+every OpenStack client does. The answer: the entry's `auth` and those top-level keys, and
+the files read. Refusals are one line without any value of the files.
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ import warnings
 from typing import Any
 
 from pyccm.provider.openstack.child import ChildError, serve
-
-# The top-level keys of a cloud entry that `[Global]` may take (config._CLOUDS_TOP_FIELDS).
-TOP_LEVEL = ("region_name", "interface", "cacert", "cert", "key")
 
 
 def main() -> int:
@@ -53,7 +50,7 @@ def resolve(question: dict[str, Any]) -> dict[str, Any]:
             ) from None
     entry = dict(region.config)
     auth = {key: str(value) for key, value in (entry.get("auth") or {}).items() if value}
-    top = {key: str(entry[key]) for key in TOP_LEVEL if entry.get(key)}
+    top = {key: str(entry[key]) for key in question["top_level"] if entry.get(key)}
     found = (config.config_filename, config.secure_config_filename)
     return {"auth": auth, **top, "files": [name for name in found if name]}
 

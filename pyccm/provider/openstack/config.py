@@ -387,7 +387,11 @@ def _read_clouds_yaml(
     where = f"{conf_path}: [Global] {'clouds-file' if settings.clouds_file else 'cloud'}"
     if settings.clouds_file and not Path(settings.clouds_file).is_file():
         raise ConfigError(f"{where}: {settings.clouds_file} does not exist")
-    question = {"clouds_file": settings.clouds_file, "cloud": settings.cloud}
+    question = {
+        "clouds_file": settings.clouds_file,
+        "cloud": settings.cloud,
+        "top_level": list(_CLOUDS_TOP_FIELDS),
+    }
     try:
         entry = child.ask(CLOUDS, question, deadline=CLOUDS_DEADLINE)
     except child.ChildError as refused:
