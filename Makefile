@@ -13,7 +13,7 @@ $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
 	$(CURDIR)/.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-.venv/.synced: uv.lock pyproject.toml | $(UV)
+.venv/.synced: uv.lock pyproject.toml sim/pyproject.toml | $(UV)
 	$(UV) sync --locked
 	touch $@
 

@@ -16,11 +16,11 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pyccm import lifetime
-from pyccm.demo import UNINITIALIZED, process_tree, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.informer import NODES, Informer
 from pyccm.manager.store import Cache
 from pyccm.protocol.messages import SessionId
+from pyccm_sim.demo import UNINITIALIZED, process_tree, simulators
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -38,9 +38,9 @@ from typing import Any, TypeVar
 import zmq
 
 from pyccm import lifetime
-from pyccm.demo import World, process_tree, simulators
 from pyccm.kubeapi.errors import AlreadyExists, KubeError, NotFound
-from pyccm.sim.kube.runtime import write_kubeconfig
+from pyccm_sim.demo import World, process_tree, simulators
+from pyccm_sim.kube.runtime import write_kubeconfig
 from tests.support.tree import Cloud, Kube, ingress_ips, internal_ip, node_port, supervisorctl
 from tests.support.waiting import wait_for
 
@@ -54,7 +54,7 @@ ADMIN_TOKEN = "pyccm-sim-admin"
 USERS = {"a": ("ccm-a", "fault-token-a-7f3c9e"), "b": ("ccm-b", "fault-token-b-2d81aa")}
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 LEASE_DURATION = 15.0
-RETRY_PERIOD = 0.5  # pyccm.demo.process_tree's --leader-elect-retry-period
+RETRY_PERIOD = 0.5  # pyccm_sim.demo.process_tree's --leader-elect-retry-period
 CLOUD_QPS = 50  # per worker process: the bucket the cloud-error drill checks
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"

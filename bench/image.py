@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pyccm import lifetime
-from pyccm.demo import CloudView, converged_state, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm_sim.demo import CloudView, converged_state, simulators
 from tests.image.container import (
     ARCHIVE,
     Container,

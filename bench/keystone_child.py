@@ -32,7 +32,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pyccm import lifetime
-from pyccm.demo import child
+from pyccm_sim.demo import child
 
 RESULTS = Path(__file__).resolve().parent / "results" / "keystone_child.md"
 

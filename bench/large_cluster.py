@@ -92,7 +92,11 @@ from bench.service_scale import (
     tree_metrics,
 )
 from pyccm import lifetime
-from pyccm.demo import (
+from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
+from pyccm.logs import parse_time
+from pyccm.protocol.views import Node, Service
+from pyccm.workers.service.policy import is_backend
+from pyccm_sim.demo import (
     LB_ID,
     UNINITIALIZED,
     NodeList,
@@ -101,10 +105,6 @@ from pyccm.demo import (
     process_tree,
     simulators,
 )
-from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
-from pyccm.logs import parse_time
-from pyccm.protocol.views import Node, Service
-from pyccm.workers.service.policy import is_backend
 from tests.support.tree import Cloud, supervisorctl
 from tests.support.waiting import wait_for
 

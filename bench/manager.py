@@ -46,7 +46,7 @@ class NodeList(msgspec.Struct):
 
 
 def node_list_json(count: int) -> bytes:
-    from pyccm.sim.scenario import seed_node
+    from pyccm_sim.scenario import seed_node
 
     items = []
     for index in range(count):

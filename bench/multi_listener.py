@@ -42,7 +42,7 @@ from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.scenario import seed_node
 from tests.conformance.realcloud import RealCloud, release, running_real_cloud
 from tests.support.lb import nodes, service, with_annotations
 

@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 
 from pyccm import lifetime
-from pyccm.sim.scenario import node_internal_ip, node_pod_cidr
+from pyccm_sim.scenario import node_internal_ip, node_pod_cidr
 
 RESULTS = Path(__file__).parent / "results"
 READY_PREFIX = "pyccm sim openstack: ready at "

@@ -14,10 +14,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from pyccm.demo import child
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.settings import ProviderSettings
+from pyccm_sim.demo import child
 
 
 def openstack_on_sim(

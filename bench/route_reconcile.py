@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from pyccm.protocol.messages import Action
-from pyccm.provider.fake import FakeCloud
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.routes import Harness, build, make_node
 
 POD_BASE = ipaddress.IPv4Address("10.244.0.0")

@@ -25,11 +25,11 @@ from pyccm import lifetime
 from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerMeta
 from pyccm.provider.errors import RetryAfter
-from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
 from pyccm.workers.route.cidrs import parse_cluster_cidrs
 from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.scenario import CLUSTER_CIDR, seed_node
 
 
 def not_identity(service: str) -> bool:

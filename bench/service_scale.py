@@ -51,7 +51,6 @@ from typing import Any
 import msgspec
 
 from pyccm import lifetime
-from pyccm.demo import ServiceList, World, child, process_tree, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.protocol.views import (
     Node,
@@ -64,7 +63,8 @@ from pyccm.protocol.views import (
 )
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.demo import ServiceList, World, child, process_tree, simulators
+from pyccm_sim.scenario import seed_node
 
 RESULTS = Path(__file__).parent / "results"
 CPUS = os.cpu_count() or 1

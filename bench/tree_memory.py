@@ -3,7 +3,7 @@
 Measures, changes nothing. Two parts:
 
 1. **The tree.** Both simulators and the real supervisord tree as `pyccm demo` runs them
-   (`--nodes`, `--services`; `pyccm.demo`'s own helpers and settings). Once it has converged
+   (`--nodes`, `--services`; `pyccm_sim.demo`'s own helpers and settings). Once it has converged
    (every node initialized, every LoadBalancer Service with its ingress, every pod CIDR
    routed: the demo's own condition, with a deadline) and then settled for `--settle`
    seconds, each process of the tree (supervisord and every program it runs, found as
@@ -48,7 +48,8 @@ from pathlib import Path
 
 from bench.large_cluster import commit, tree_processes
 from pyccm import lifetime
-from pyccm.demo import (
+from pyccm.kubeapi.client import KubeClient, KubeSettings
+from pyccm_sim.demo import (
     CloudView,
     World,
     converged_state,
@@ -57,7 +58,6 @@ from pyccm.demo import (
     process_tree,
     simulators,
 )
-from pyccm.kubeapi.client import KubeClient, KubeSettings
 from tests.support.waiting import wait_for
 
 RESULTS = Path(__file__).parent / "results"

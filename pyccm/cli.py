@@ -2,8 +2,9 @@
 
 Each part of the tree registers its own sub-command from its own module, and only the module
 of the command that runs is imported (all of them for `pyccm --help`): a worker does not
-carry the demo's, the simulators' or the manager's code (docs/architecture.md#lean-imports).
-Heavy dependencies (aiohttp, zmq) are imported inside a command's run function, so
+carry the manager's code (docs/architecture.md#lean-imports). Another installed distribution
+may add commands (`pyccm.commands` entry points): the simulators' adds `demo` and `sim`.
+Heavy dependencies (zmq, the simulators' aiohttp) are imported inside a command's run function, so
 `pyccm --help` answers at once.
 """
 
@@ -28,10 +29,11 @@ to one process per controller (node, lifecycle, service, route), which call Open
 and send typed results back for the manager to apply.
 
 Start here:
+  pyccm tree --cloud-config FILE   the production tree under supervisord, defaults filled in
+With the simulators installed (the pyccm-sim distribution; a checkout's `make setup`):
   pyccm demo                       the whole tree against both simulators, end to end
   pyccm sim kube --seed-nodes 5    a Kubernetes API simulator with a seeded cluster
   pyccm sim openstack              an OpenStack (Keystone/Nova/Neutron/Octavia) simulator
-  pyccm tree --cloud-config FILE   the production tree under supervisord, defaults filled in
 """
 
 
@@ -85,13 +87,11 @@ def _libzmq() -> str:
 
 # Each command and the module whose `register` adds it.
 COMMANDS: Mapping[str, str] = {
-    "demo": "pyccm.demo",
     "manager": "pyccm.manager.cli",
     "worker": "pyccm.workers.cli",
     "keys": "pyccm.keys_command",
     "gc": "pyccm.gc_command",
     "plan": "pyccm.plan_command",
-    "sim": "pyccm.sim.cli",
     "tree": "pyccm.tree_command",
 }
 
@@ -106,6 +106,17 @@ class VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
         print(version_report())
         parser.exit()
+
+
+# Commands another distribution adds: a module with `register`, under its command's name.
+# pyccm-sim (sim/) adds `demo` and `sim` this way; the product's image has neither.
+COMMAND_ENTRY_POINT_GROUP = "pyccm.commands"
+
+
+def all_commands() -> dict[str, str]:
+    """The product's commands and those other installed distributions add."""
+    added = {ep.name: ep.value for ep in entry_points(group=COMMAND_ENTRY_POINT_GROUP)}
+    return {**COMMANDS, **{name: module for name, module in added.items() if name not in COMMANDS}}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -124,7 +135,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, help="what to run (one of the below)"
     )
-    for name, module in COMMANDS.items():
+    known = COMMANDS if only in COMMANDS else all_commands()
+    for name, module in known.items():
         if only is None or name == only:
             importlib.import_module(module).register(commands)
     return parser
@@ -138,7 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.makedirs(directory, mode=0o700, exist_ok=True)
     given = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(given[0] if given and given[0] in COMMANDS else None)
+    first = given[0] if given else None
+    parser = build_parser(first if first in COMMANDS or first in all_commands() else None)
     args = parser.parse_args(given)
     code: int = args.run(args)
     return code

@@ -17,8 +17,8 @@ import pytest
 
 from bench.tree_memory import MANAGER_MODULES as MANAGER
 from bench.tree_memory import WORKER_MODULES as WORKER
-from pyccm.sim.openstack.seed import CLOUD_NAME
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.seed import CLOUD_NAME
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 # Packages (and pyccm's own modules) by name: each stands for itself and what is below it.
 CASES = {
@@ -30,7 +30,7 @@ CASES = {
         WORKER,
         {
             *("openstack", "keystoneauth1", "requests", "cryptography", "kubernetes", "asyncio"),
-            *("pyccm.manager", "pyccm.demo", "pyccm.sim", "pyccm.gc_command"),
+            *("pyccm.manager", "pyccm_sim.demo", "pyccm_sim", "pyccm.gc_command"),
         },
     ),
     # The manager loads cryptography only to make a self-signed serving certificate, and
@@ -39,7 +39,7 @@ CASES = {
         MANAGER,
         {
             *("openstack", "keystoneauth1", "requests", "kubernetes", "cryptography", "asyncio"),
-            *("pyccm.workers", "pyccm.provider.openstack", "pyccm.demo", "pyccm.sim"),
+            *("pyccm.workers", "pyccm.provider.openstack", "pyccm_sim.demo", "pyccm_sim"),
         },
     ),
 }

@@ -2,8 +2,10 @@
 
 Providers register through the `pyccm.providers` entry-point group, so a third party can
 ship one in its own distribution (`[project.entry-points."pyccm.providers"] mycloud =
-"mypkg.cloud:create_cloud"`). The two built-ins are also known directly, so a checkout
-that was never installed (or an entry-point table not yet written) still resolves them.
+"mypkg.cloud:create_cloud"`); the simulators' distribution adds `fake`, the in-memory
+cloud of the controllers' tests, this way. The built-in `openstack` is also known directly,
+so a checkout that was never installed (or an entry-point table not yet written) still
+resolves it.
 An entry point wins over a built-in of the same name.
 
 A factory takes the process's `ProviderSettings` by keyword and returns a `Cloud`.
@@ -23,7 +25,6 @@ from pyccm.provider.settings import ProviderSettings
 ENTRY_POINT_GROUP = "pyccm.providers"
 
 BUILTIN_PROVIDERS: Mapping[str, str] = {
-    "fake": "pyccm.provider.fake:create_cloud",
     "openstack": "pyccm.provider.openstack:create_cloud",
 }
 

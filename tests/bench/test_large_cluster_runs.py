@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import SUMMARY_ROWS, _table, demo_kube_qps, demo_timeout
+from pyccm_sim.demo import SUMMARY_ROWS, _table, demo_kube_qps, demo_timeout
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,9 +15,9 @@ import pytest
 from pyccm import lifetime
 from pyccm.flags.addresses import load_client_curve
 from pyccm.protocol.messages import SessionId, Topic
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.bus import KeyDirs
 from tests.support.ports import free_port
 from tests.support.waiting import eventually

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyccm.keys_command import add_worker, generate
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = [
     pytest.mark.kubectl,

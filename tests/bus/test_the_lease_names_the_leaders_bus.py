@@ -12,7 +12,7 @@ import pytest
 from pyccm.flags.addresses import BUS_ENDPOINTS_ANNOTATION
 from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.manager.election import ElectionSettings, Elector
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.waiting import eventually
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"

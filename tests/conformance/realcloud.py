@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 import yaml
 
 from pyccm import lifetime
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.scenario import seed_node
 from tests.conformance.certificates import TLSFiles, write_certificates
 from tests.support.ports import free_port
 
@@ -99,7 +99,7 @@ def _installer() -> Any:
 
 
 INSTALL = _installer()
-# The newest pinned release, install.py's default: the one `pyccm.sim.openstack` models.
+# The newest pinned release, install.py's default: the one `pyccm_sim.openstack` models.
 NEWEST = str(INSTALL.DEFAULT_RELEASE)
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import child
 from pyccm.logs import parse_time
+from pyccm_sim.demo import child
 from tests.conformance.realcloud import TENANT, RealCloud, stop_process
 from tests.support.tree import Kube
 from tests.support.waiting import wait_for

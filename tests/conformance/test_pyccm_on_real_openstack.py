@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pyccm.demo import World, child, process_tree
 from pyccm.kubeapi.client import STRATEGIC_MERGE_PATCH
-from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
+from pyccm_sim.demo import World, child, process_tree
+from pyccm_sim.scenario import CLUSTER_CIDR, seed_node
 from tests.conformance.realcloud import RealCloud
 from tests.support.tree import (
     FINALIZER,

@@ -24,7 +24,7 @@ import pytest
 
 from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
 from pyccm.provider.openstack.resources import Port, Server
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.conformance.realcloud import NEWEST, OCTAVIA_MAX_BODY, RealCloud, per_release, release
 from tests.support.lb import octavia_flavor, octavia_zone
 from tests.support.waiting import wait_for

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from pyccm.demo import World, child, process_tree
 from pyccm.provider.openstack.loadbalancer.service_annotations import HEALTH_MONITOR_KUBE_PROXY
-from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
+from pyccm_sim.demo import World, child, process_tree
+from pyccm_sim.scenario import CLUSTER_CIDR, seed_node
 from tests.conformance.realcloud import RealCloud
 from tests.provider_lb.test_takeover_from_upstream import (
     EXTERNAL,

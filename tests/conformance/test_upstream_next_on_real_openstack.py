@@ -28,7 +28,7 @@ from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.scenario import seed_node
 from tests.conformance.realcloud import RealCloud
 from tests.conformance.test_beyond_upstream_on_real_openstack import (
     CLUSTER,

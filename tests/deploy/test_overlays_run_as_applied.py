@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from pyccm.demo import World, simulators
+from pyccm_sim.demo import World, simulators
 from tests.deploy import kubelet
 from tests.support.tree import REPO, Cloud, Kube, ingress_ips, initialized
 from tests.support.waiting import wait_for

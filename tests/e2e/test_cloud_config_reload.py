@@ -34,7 +34,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from pyccm.demo import World, process_tree, simulators
+from pyccm_sim.demo import World, process_tree, simulators
 from tests.support.tree import (
     FINALIZER,
     LB_ID,

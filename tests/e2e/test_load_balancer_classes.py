@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import World, process_tree, simulators
+from pyccm_sim.demo import World, process_tree, simulators
 from tests.support.tree import FINALIZER, Cloud, Kube, ingress_ips, initialized, service_port
 from tests.support.waiting import wait_for
 

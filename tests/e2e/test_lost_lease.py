@@ -27,9 +27,9 @@ import pytest
 
 from pyccm import lifetime
 from pyccm.protocol.messages import SessionId, Topic
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.bus import BusClient, BusClientSettings
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,10 @@ import msgspec
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import World, simulators
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
 from pyccm.protocol.views import Node
+from pyccm_sim.demo import World, simulators
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e

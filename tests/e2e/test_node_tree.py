@@ -21,10 +21,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from pyccm.demo import World, process_tree, simulators
 from pyccm.kubeapi.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
 from pyccm.protocol.views import Node
+from pyccm_sim.demo import World, process_tree, simulators
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e

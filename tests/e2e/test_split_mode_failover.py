@@ -42,9 +42,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from pyccm import lifetime
-from pyccm.demo import World, simulators
 from pyccm.exposition import REPORT_INTERVAL
 from pyccm.logs import parse_time
+from pyccm_sim.demo import World, simulators
 from tests.support.ports import free_port
 from tests.support.tree import Kube, initialized
 from tests.support.waiting import wait_for

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyccm.demo import World, process_tree, simulators
 from pyccm.logs import parse_time
+from pyccm_sim.demo import World, process_tree, simulators
 from tests.support.logs import admin_token, manager_get
 from tests.support.ports import free_port
 from tests.support.tree import Cloud, Kube, ingress_ips, initialized

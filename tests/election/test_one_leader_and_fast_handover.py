@@ -11,7 +11,7 @@ import pytest
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.manager.election import ElectionSettings, Elector
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.waiting import eventually
 
 # Short timings keep the test quick; the ratios are upstream's (lease > renew > 1.2 x retry).

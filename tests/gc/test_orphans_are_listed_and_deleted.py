@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.testing import KubeSimHandle
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.cli import lb_service, pyccm
 from tests.support.lb import MakeLbs, ensure, nodes, service
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.testing import KubeSimHandle
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.kube.testing import KubeSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 from tests.support.cli import pyccm
 
 OTHER = "22222222-2222-2222-2222-222222222222"

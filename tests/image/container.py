@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from pyccm import lifetime
-from pyccm.demo import World
-from pyccm.sim.scenario import CLUSTER_CIDR
+from pyccm_sim.demo import World
+from pyccm_sim.scenario import CLUSTER_CIDR
 from tests.support.logs import manager_get
 from tests.support.processes import PROC, Proc, descendants, kill_all, long_lived, survivors
 from tests.support.waiting import wait_for

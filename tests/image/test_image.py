@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.demo import simulators
+from pyccm_sim.demo import simulators
 from tests.image.container import (
     CONFIG_DIR,
     REPO,
@@ -51,7 +51,10 @@ PROGRAMS = {
 }
 # Build and test tools: none may be in the runtime, in the venv, the system Python, the
 # Debian packages or on the PATH. The dev group (pyproject.toml) is added to these.
+# The simulators' distribution (in the dev group) and the server they alone use: what ships
+# is the product.
 FORBIDDEN_DISTRIBUTIONS = {"uv", "pip", "setuptools", "wheel", "hatchling", "pytest", "ruff"}
+FORBIDDEN_DISTRIBUTIONS |= {"aiohttp", "multidict", "yarl"}
 FORBIDDEN_PACKAGES = re.compile(
     r"^(gcc(-\d+)?|g\+\+(-\d+)?|cpp(-\d+)?|clang.*|make|binutils.*|build-essential|"
     r"libc6-dev|libc-dev-bin|linux-libc-dev|libpython3.*-dev|"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import yaml
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.writer import Writer
 from pyccm.protocol.messages import DeleteNode, FailureKind, ObjectRef, RecordEvent
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 NODE = "node-0000"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.kubeconfigs import who_is
 from tests.support.waiting import wait_for
 

@@ -13,7 +13,7 @@ from pyccm.kubeapi.informer import NODES, SERVICES, Informer
 from pyccm.manager.store import Cache
 from pyccm.protocol.messages import Delta, SessionId
 from pyccm.protocol.views import Node
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.waiting import eventually
 
 

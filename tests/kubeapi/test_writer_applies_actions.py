@@ -16,7 +16,7 @@ from pyccm.protocol.messages import (
     RecordEvent,
 )
 from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, Taint
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 

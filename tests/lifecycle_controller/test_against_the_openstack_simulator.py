@@ -10,14 +10,14 @@ import pytest
 
 from pyccm.protocol.messages import Action, DeleteNode, PatchNode, Topic
 from pyccm.protocol.views import Node
-from pyccm.sim.openstack.calllog import Seq
-from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.lifecycle.controller import (
     SHUTDOWN_TAINT,
     LifecycleController,
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.openstack.calllog import Seq
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.nodes import node
 from tests.support.openstack import SEED_NODES, MakeCloud
 

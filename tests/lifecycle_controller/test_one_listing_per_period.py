@@ -7,13 +7,13 @@ from __future__ import annotations
 from pyccm.protocol.messages import Action, DeleteNode, PatchNode, Topic
 from pyccm.protocol.views import Node, NodeCondition, NodeSpec, NodeStatus, OwnerMeta
 from pyccm.provider.errors import CloudError
-from pyccm.provider.fake import PROVIDER_ID_PREFIX, FakeCloud, stable_id
 from pyccm.workers.lifecycle.controller import (
     SHUTDOWN_TAINT,
     LifecycleController,
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.fake_provider import PROVIDER_ID_PREFIX, FakeCloud, stable_id
 from tests.support import nodes as builders
 
 

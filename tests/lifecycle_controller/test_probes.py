@@ -16,13 +16,13 @@ from pyccm.protocol.messages import (
 )
 from pyccm.protocol.views import Node, OwnerMeta, Taint
 from pyccm.provider.errors import CloudError
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.lifecycle.controller import (
     SHUTDOWN_TAINT,
     LifecycleController,
     LifecycleSettings,
 )
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.nodes import node
 
 

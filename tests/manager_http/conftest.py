@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.sim.kube.runtime import write_kubeconfig
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.runtime import write_kubeconfig
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.https import (
     CCM_TOKEN,
     CCM_USER,

@@ -10,7 +10,7 @@ import pytest
 
 from pyccm.manager.http import Checks
 from pyccm.manager.serving import ServingSettings
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.https import PAIR, fetch, serving, trusting
 
 state: dict[str, str | None] = {"worker": None}

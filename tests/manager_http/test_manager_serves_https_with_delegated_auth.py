@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pyccm import lifetime
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.https import (
     CCM_TOKEN,
     CCM_USER,

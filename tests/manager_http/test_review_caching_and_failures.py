@@ -14,7 +14,7 @@ from pyccm.kubeapi.errors import ServerError
 from pyccm.kubeapi.reviews import ReviewSettings, with_backoff
 from pyccm.manager.access import AccessSettings
 from pyccm.manager.serving import ServingSettings
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.https import (
     PAIR,
     READER_USER,

@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 
 from pyccm.manager.serving import ServingSettings
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.certificates import client_ca, issue_client, issue_pair
 from tests.support.https import (
     CERT_READER,

@@ -13,9 +13,6 @@ import pytest
 
 from pyccm.protocol.messages import Action, PatchNode, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, Taint
-from pyccm.sim.openstack.calllog import Seq
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
 from pyccm.workers.node.controller import (
     UNINITIALIZED_TAINT,
     NodeController,
@@ -24,6 +21,9 @@ from pyccm.workers.node.controller import (
 )
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.openstack.calllog import Seq
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 from tests.provider.test_instances_against_the_simulator import resource_calls
 from tests.support.nodes import node
 from tests.support.openstack import SMALL_SEED, MakeCloud

@@ -9,11 +9,11 @@ import pytest
 from pyccm.protocol.messages import PatchNode, Topic
 from pyccm.protocol.views import Node, Taint
 from pyccm.provider.errors import CloudError
-from pyccm.provider.fake import PROVIDER_ID_PREFIX, FakeCloud, stable_id
 from pyccm.workers.node.batch import BATCH_MIN, MAX_AGE, MetadataBatch
 from pyccm.workers.node.controller import UNINITIALIZED_TAINT, NodeController, NodeSettings
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.fake_provider import PROVIDER_ID_PREFIX, FakeCloud, stable_id
 from tests.support.nodes import node
 
 UNINITIALIZED = Taint(key=UNINITIALIZED_TAINT, value="true", effect="NoSchedule")

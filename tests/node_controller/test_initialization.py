@@ -7,7 +7,6 @@ import pytest
 from pyccm.protocol.messages import PatchNode, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, NodeAddress, Taint
 from pyccm.provider.errors import CloudError
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.node.controller import (
     ADDRESSES,
     UNINITIALIZED_TAINT,
@@ -16,6 +15,7 @@ from pyccm.workers.node.controller import (
 )
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.nodes import node
 
 UNINITIALIZED = Taint(key=UNINITIALIZED_TAINT, value="true", effect="NoSchedule")

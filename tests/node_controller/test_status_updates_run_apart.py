@@ -14,12 +14,12 @@ import pytest
 
 from pyccm.protocol.messages import Ack, Action, PatchNodeStatus, ResultId, SessionId, Topic
 from pyccm.protocol.views import Node
-from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import InstanceListing, InstanceMetadata, Instances
 from pyccm.workers.node.controller import NodeController, NodeSettings
 from pyccm.workers.runtime.commit import Committer
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.runtime.runner import Runner, RunnerSettings
+from pyccm_sim.fake_provider import FakeCloud
 from tests.node_controller.test_initialization import UNINITIALIZED
 from tests.support.nodes import node
 from tests.support.waiting import eventually

@@ -11,10 +11,10 @@ from prometheus_client import REGISTRY
 from pyccm.logs import rfc3339
 from pyccm.protocol.messages import Topic
 from pyccm.protocol.views import Node
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.node.controller import NodeController, NodeSettings
 from pyccm.workers.runtime.controller import Obj
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.fake_provider import FakeCloud
 from tests.node_controller.test_initialization import make_node
 
 TAINT = "node_controller_cloud_provider_taint_removal_delay_seconds"

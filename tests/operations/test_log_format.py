@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pyccm.logs import JsonFormatter, TextFormatter, parse_time, rfc3339
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.logs import check_fields, json_records, pyccm, text_records
 from tests.support.waiting import wait_for
 

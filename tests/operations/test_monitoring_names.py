@@ -27,8 +27,8 @@ import yaml
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyccm.demo import World, process_tree, simulators
 from pyccm.flags.addresses import bus_addresses
+from pyccm_sim.demo import World, process_tree, simulators
 from tests.support.logs import admin_token, manager_get
 from tests.support.ports import free_port
 from tests.support.tree import REPO, Cloud, Kube, ingress_ips

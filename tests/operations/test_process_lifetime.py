@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.demo import REPO
+from pyccm_sim.demo import REPO
 from tests.support.processes import Proc, descendants, kill_all, survivors
 from tests.support.waiting import wait_for
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import simulators
+from pyccm_sim.demo import simulators
 from tests.support.processes import Proc, descendants, kill_all, long_lived, survivors
 from tests.support.waiting import wait_for
 

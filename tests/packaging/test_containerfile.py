@@ -25,8 +25,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import simulators
-from pyccm.sim.scenario import CLUSTER_CIDR
+from pyccm_sim.demo import simulators
+from pyccm_sim.scenario import CLUSTER_CIDR
 from tests.packaging.containerfile import (
     Instruction,
     Stage,

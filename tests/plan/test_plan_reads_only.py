@@ -12,10 +12,10 @@ import pytest
 
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.protocol.views import Node, Service
-from pyccm.sim.kube.testing import KubeSimHandle
-from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.runtime.oneshot import nodes
 from pyccm.workers.service.policy import is_backend
+from pyccm_sim.kube.testing import KubeSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.cli import lb_service, pyccm
 from tests.support.lb import MakeLbs, ensure
 

@@ -13,7 +13,7 @@ from pyccm.provider import registry
 from pyccm.provider.errors import CloudError, InstanceNotFound, RetryAfter
 from pyccm.provider.interface import Instances
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.nodes import node
 from tests.support.openstack import CloudUnderTest, MakeCloud
 

@@ -21,7 +21,7 @@ from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.reload import HIDDEN
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import ensure, nodes, service
 from tests.support.nodes import node
 from tests.support.openstack import CloudUnderTest, MakeCloud

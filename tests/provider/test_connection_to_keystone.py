@@ -25,9 +25,9 @@ from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.connection import keystone_question
 from pyccm.provider.openstack.keystone import RENEW_BEFORE, Keystone
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.openstack.calllog import Seq
-from pyccm.sim.openstack.seed import APPCRED_CLOUD_NAME, CLOUD_NAME
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.openstack.calllog import Seq
+from pyccm_sim.openstack.seed import APPCRED_CLOUD_NAME, CLOUD_NAME
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.support.proxy import connect_proxy
 
 SIM_PASSWORD = "pyccm-sim-secret"

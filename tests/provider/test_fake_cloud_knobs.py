@@ -8,9 +8,9 @@ import pytest
 
 from pyccm.protocol.views import OwnerMeta, Service
 from pyccm.provider.errors import AmbiguousInstance, CloudError, InstanceNotFound, RetryAfter
-from pyccm.provider.fake import ANNOTATION_LB_ADDRESS, ANNOTATION_LB_ID, FakeCloud, create_cloud
 from pyccm.provider.interface import Route
 from pyccm.provider.settings import ProviderSettings
+from pyccm_sim.fake_provider import ANNOTATION_LB_ADDRESS, ANNOTATION_LB_ID, FakeCloud, create_cloud
 from tests.support.nodes import node
 
 SERVICE = Service(metadata=OwnerMeta(name="web", namespace="default", uid="u1"))

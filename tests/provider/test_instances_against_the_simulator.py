@@ -8,9 +8,9 @@ import pytest
 
 from pyccm.provider.errors import AmbiguousInstance, InstanceNotFound, InvalidProviderId
 from pyccm.provider.interface import Instances
-from pyccm.sim.openstack.calllog import Seq
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.calllog import Seq
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 from tests.support.nodes import node
 from tests.support.openstack import MakeCloud, create_server
 

@@ -10,7 +10,6 @@ import pytest
 from pyccm.protocol.views import LoadBalancerIngress, NodeAddress
 from pyccm.provider import registry
 from pyccm.provider.errors import ConfigError
-from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import (
     InstanceMetadata,
     LoadBalancerOutcome,
@@ -19,6 +18,7 @@ from pyccm.provider.interface import (
     Route,
 )
 from pyccm.provider.settings import ProviderSettings
+from pyccm_sim.fake_provider import FakeCloud
 
 
 def third_party_cloud(*, settings: ProviderSettings) -> FakeCloud:

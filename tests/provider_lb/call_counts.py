@@ -29,8 +29,8 @@ from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.loadbalancer.verified import SETTLED
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.openstack.calllog import Call
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.openstack.calllog import Call
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.support.lb import nodes, service, with_annotations
 
 # Upstream (reference §3.14), default cloud.conf with subnet-id and floating-network-id,

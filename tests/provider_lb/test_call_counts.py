@@ -4,7 +4,7 @@ real one, where upstream polls after every write. `call_counts.py` prints the ta
 
 from __future__ import annotations
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.call_counts import UPSTREAM, Count, run
 
 

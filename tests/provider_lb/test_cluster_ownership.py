@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pyccm.provider.errors import OwnedByAnotherCluster
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (
     MakeLbs,
     converge,

@@ -8,7 +8,7 @@ import pytest
 
 from pyccm.provider.errors import CloudError, ProviderError
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (
     MakeLbs,
     converge,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pyccm.protocol.views import LoadBalancerIngress
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 from tests.support.lb import converge, delete, ensure, nodes, one, service, with_annotations, writes
 
 LB_NAME = "kube_service_kubernetes_default_web"

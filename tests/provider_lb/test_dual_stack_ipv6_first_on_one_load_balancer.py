@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.test_dual_stack_services import (
     assert_nothing_left,
     dual_nodes,

@@ -18,8 +18,8 @@ from pyccm.protocol.views import (
     Service,
 )
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import node_internal_ipv6
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import node_internal_ipv6
 from tests.support.lb import (
     MakeLbs,
     converge,

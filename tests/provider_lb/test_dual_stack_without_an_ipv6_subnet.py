@@ -8,7 +8,7 @@ import pytest
 
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import ensure, nodes, one, service
 
 FAMILIES = ("IPv4", "IPv6")

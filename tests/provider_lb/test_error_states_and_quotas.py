@@ -7,7 +7,7 @@ import pytest
 
 from pyccm.provider.errors import CloudError, RetryAfter
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import converge, nodes, one, service, with_annotations
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"

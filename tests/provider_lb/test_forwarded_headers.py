@@ -14,7 +14,7 @@ import pytest
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import ensure, nodes, one, service, with_annotations, writes
 
 TRUE = "true"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, ensure, nodes, one, service, with_annotations
 
 P = "loadbalancer.openstack.org/"

@@ -10,7 +10,7 @@ import pytest
 from pyccm.provider.errors import CloudError, ConfigError
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, ensure, nodes, octavia_flavor, octavia_zone, one, service
 
 CLASSES = """

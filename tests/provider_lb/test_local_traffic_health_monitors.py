@@ -11,7 +11,7 @@ from typing import Any
 from pyccm.protocol.views import Service
 from pyccm.provider.interface import LoadBalancers, ProviderEvent
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, ensure, nodes, service, with_annotations, with_spec
 
 HEALTH_CHECK_PORT = 32000

@@ -12,7 +12,7 @@ from pyccm.protocol.views import Node
 from pyccm.provider.interface import LoadBalancers, ProviderEvent
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.openstack.loadbalancer.octavia import MEMBER_ADDRESS_MISSING
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, ensure, nodes, service, with_annotations
 from tests.support.nodes import node
 

@@ -12,8 +12,8 @@ from pyccm.provider.openstack.loadbalancer.api import body_size
 from pyccm.provider.openstack.loadbalancer.batch import additions_and_removals, first_part
 from pyccm.provider.openstack.loadbalancer.desired import PoolSpec
 from pyccm.provider.openstack.loadbalancer.resources import Member
-from pyccm.sim.openstack.calllog import Seq
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.calllog import Seq
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import converge, ensure, nodes, one, reads, service, with_annotations, writes
 
 ONE_PORT = ((80, 30080, "TCP"),)

@@ -10,7 +10,7 @@ import msgspec
 
 from pyccm.protocol.views import Node, NodeAddress, NodeStatus
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, delete, ensure, nodes, one, service, with_annotations, writes
 
 P = "loadbalancer.openstack.org/"

@@ -9,7 +9,7 @@ import pytest
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer.api import Api
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import ensure, nodes, one, service, vip_subnet, with_annotations, writes
 
 

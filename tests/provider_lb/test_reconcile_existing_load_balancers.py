@@ -8,8 +8,8 @@ import pytest
 
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 from tests.support.lb import converge, ensure, nodes, one, service, with_annotations, writes
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.sharing import apply, lb_id_of, remove, sharing
 from tests.support.lb import MakeLbs, nodes, one, service, writes
 from tests.support.services import Harness, harness

@@ -11,7 +11,7 @@ import pytest
 from pyccm.protocol.views import LoadBalancerIngress
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (
     MakeLbs,
     ensure,

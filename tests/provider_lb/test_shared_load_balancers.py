@@ -9,7 +9,7 @@ import pytest
 from pyccm.protocol.views import Service
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, delete, ensure, nodes, one, service, with_annotations, writes
 
 LB_ID = "loadbalancer.openstack.org/load-balancer-id"

@@ -35,7 +35,7 @@ from pyccm.protocol.views import (
     Service,
     ServiceStatus,
 )
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (
     MakeLbs,
     converge,

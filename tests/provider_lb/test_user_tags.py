@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pyccm.provider.interface import LoadBalancers, ProviderEvent
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, delete, ensure, nodes, one, service, with_annotations, writes
 
 NAME = "kube_service_kubernetes_default_web"

@@ -10,7 +10,7 @@ import time
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer.resources import LoadBalancer
 from pyccm.provider.openstack.loadbalancer.verified import SETTLED, Verified
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (
     cloud_calls,
     delete,

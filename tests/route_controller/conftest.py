@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.provider.fake import FakeCloud
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.openstack import SMALL_SEED
 from tests.support.routes import Harness, build
 

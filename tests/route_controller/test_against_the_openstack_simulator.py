@@ -14,13 +14,13 @@ import pytest
 
 from pyccm.protocol.messages import RecordEvent, Topic
 from pyccm.protocol.views import Node
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import CLUSTER_CIDR, seed_node
 from pyccm.workers.route.cidrs import parse_cluster_cidrs
 from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.controller import SyncFailed
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import CLUSTER_CIDR, seed_node
 from tests.support.nodes import node
 from tests.support.openstack import MakeCloud
 from tests.support.routes import conditions_of

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyccm.protocol.views import Node
-from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import Route, RouteFailure, Routes
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.routes import Harness, build, make_node
 
 

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from pyccm.protocol.messages import Action
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteSettings
 from pyccm.workers.runtime.controller import SyncFailed
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.routes import CLUSTER_CIDRS, Harness, build, conditions_of, events_of, make_node
 
 FIVE = range(1, 6)

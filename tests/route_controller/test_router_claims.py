@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteSettings
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.routes import CLUSTER_CIDRS, build, events_of, make_node
 
 OURS = "11111111-1111-1111-1111-111111111111"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteSettings
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.routes import Harness, build, make_node
 
 

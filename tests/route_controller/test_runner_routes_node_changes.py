@@ -9,11 +9,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from pyccm.protocol.messages import Ack, Action, ResultId, SessionId, Topic
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.route.controller import RouteController, RouteSettings
 from pyccm.workers.runtime.commit import Committer
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.runtime.runner import Runner, RunnerSettings
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.routes import CLUSTER_CIDRS, make_node
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from pyccm import lifetime
-from pyccm.demo import REPO, World, simulators
 from pyccm.kubeapi.client import STRATEGIC_MERGE_PATCH
-from pyccm.sim.scenario import CLUSTER_CIDR, node_name
+from pyccm_sim.demo import REPO, World, simulators
+from pyccm_sim.scenario import CLUSTER_CIDR, node_name
 from tests.support.tree import Cloud, Kube
 from tests.support.waiting import wait_for
 

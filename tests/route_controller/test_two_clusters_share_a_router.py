@@ -16,12 +16,12 @@ from pyccm.protocol.views import Node, NodeAddress, NodeSpec, NodeStatus, OwnerM
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
 from pyccm.workers.route.cidrs import parse_cluster_cidrs
 from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 A = "11111111-1111-1111-1111-111111111111"
 B = "22222222-2222-2222-2222-222222222222"

@@ -12,8 +12,8 @@ import pytest
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.cluster import read_cluster_id
 from pyccm.provider.errors import ConfigError
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm.workers.runtime.identity import resolve_cluster_id
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import pytest
 from pyccm.protocol.messages import Ack, Action, Topic
 from pyccm.protocol.views import LoadBalancerIngress, Node, NodeAddress, NodeStatus, Service
 from pyccm.provider.errors import RetryAfter
-from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import (
     LoadBalancerOutcome,
     LoadBalancerPlan,
@@ -24,6 +23,7 @@ from pyccm.provider.interface import (
     ProviderEvent,
 )
 from pyccm.workers.service.sweep import NODE_BURST_MAX, NODE_QUIET, SWEEP
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.services import Harness, harness, make_node, make_service
 
 SERVICES = 20

@@ -11,8 +11,8 @@ import msgspec
 
 from pyccm.protocol.views import Node, OwnerMeta, Service
 from pyccm.provider.errors import RetryAfter
-from pyccm.provider.fake import ANNOTATION_NODE_SELECTOR
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.fake_provider import ANNOTATION_NODE_SELECTOR
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, nodes, service
 from tests.support.services import Harness, harness, make_node, make_service
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
-from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.service.policy import FINALIZER
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, nodes, service, writes
 from tests.support.services import Harness, harness
 

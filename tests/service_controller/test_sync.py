@@ -8,11 +8,11 @@ import pytest
 from pyccm.protocol.messages import FailureKind, PatchServiceAnnotations, PatchServiceStatus, Topic
 from pyccm.protocol.views import Taint
 from pyccm.provider.errors import CloudError, ImplementedElsewhere, RetryAfter
-from pyccm.provider.fake import ANNOTATION_LB_ID, FakeMethod
 from pyccm.workers.runtime.controller import Later, SyncFailed
 from pyccm.workers.service.controller import ServiceSettings
 from pyccm.workers.service.policy import FINALIZER, Shard
 from pyccm.workers.service.sweep import SWEEP
+from pyccm_sim.fake_provider import ANNOTATION_LB_ID, FakeMethod
 from tests.support.services import Harness, harness, make_node, make_service
 
 KEY = "default/web"

@@ -10,8 +10,8 @@ import pytest
 
 from pyccm.protocol.messages import RecordEvent
 from pyccm.provider.errors import RetryAfter
-from pyccm.sim.openstack.testing import OpenStackSimHandle
 from pyccm.workers.runtime.controller import SyncFailed
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs, nodes, service
 from tests.support.services import Harness, harness
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pyccm.sim.scenario import node_pod_cidr, seed_node, seed_nodes
+from pyccm_sim.scenario import node_pod_cidr, seed_node, seed_nodes
 
 
 def test_first_node_sits_after_the_reserved_addresses() -> None:

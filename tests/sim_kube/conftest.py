@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.kube_http import api_client, client
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import http, watch_lines
 
 

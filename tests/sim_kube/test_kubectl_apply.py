@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = [
     pytest.mark.kubectl,

@@ -1,5 +1,5 @@
 """kubectl's imperative `create` commands send protobuf bodies; the simulator decodes them
-(pyccm/sim/kube/protobuf.py) and answers JSON, which kubectl accepts (it asks for
+(sim/pyccm_sim/kube/protobuf.py) and answers JSON, which kubectl accepts (it asks for
 `application/vnd.kubernetes.protobuf,application/json`).
 
 Each command is also run as `--dry-run=client -o json | kubectl create -f -` (JSON) on a
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube import protobuf
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube import protobuf
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = pytest.mark.kubectl
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pyccm import lifetime
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 
 pytestmark = [
     pytest.mark.kubectl,

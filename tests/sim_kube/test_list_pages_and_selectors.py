@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import as_json, http
 
 

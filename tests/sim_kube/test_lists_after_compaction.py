@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import http, watch_lines
 
 NODES = ["node-0000", "node-0001", "node-0002"]

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes import client as typed_client
 
-from pyccm.sim.kube.resources import ALL_RESOURCES
-from pyccm.sim.kube.schema import ListOf, MapOf, Shape, Struct
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.resources import ALL_RESOURCES
+from pyccm_sim.kube.schema import ListOf, MapOf, Shape, Struct
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import http
 
 client: Any = typed_client

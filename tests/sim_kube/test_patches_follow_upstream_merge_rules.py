@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.patch import PatchError, json_patch, strategic_merge_patch
-from pyccm.sim.kube.resources import NODES, SERVICES
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.patch import PatchError, json_patch, strategic_merge_patch
+from pyccm_sim.kube.resources import NODES, SERVICES
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import http
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyccm.sim.kube.seed import SERVICE_NAMESPACES
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.kube.seed import SERVICE_NAMESPACES
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.scenario import seed_node
 from tests.support.kube_http import as_json
 
 

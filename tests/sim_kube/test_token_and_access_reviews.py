@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.kube_http import Reply, http
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pyccm.sim.kube.auth import parse_token_file
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.auth import parse_token_file
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.kube_http import http
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import http, watch, watch_lines
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 from tests.support.kube_http import Reply, http
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"

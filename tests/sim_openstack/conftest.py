@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.openstack import OpenStackSims
 
 SEED: dict[str, Any] = {

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import requests
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 MALFORMED = [
     ("/network/v2.0/ports", "NeutronError"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 
 from pyccm import lifetime
-from pyccm.sim.openstack.cli import READY_PREFIX
+from pyccm_sim.openstack.cli import READY_PREFIX
 
 
 def test_process_prints_one_ready_line_serves_and_exits_zero_on_sigterm(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import node_internal_ip, node_internal_ipv6
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import node_internal_ip, node_internal_ipv6
 
 
 @pytest.fixture

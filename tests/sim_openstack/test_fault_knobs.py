@@ -8,7 +8,7 @@ import pytest
 import requests
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 
 from .test_octavia_load_balancers import _tree, wait_for
 

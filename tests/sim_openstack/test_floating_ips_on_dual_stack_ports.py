@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 
 @pytest.fixture

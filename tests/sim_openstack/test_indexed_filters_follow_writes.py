@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 from .test_octavia_list_filters import LBAAS, Octavia, two
 

@@ -8,7 +8,7 @@ import pytest
 import requests
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 
 def _password_body(sim: OpenStackSimHandle, password: str) -> dict[str, Any]:
@@ -169,7 +169,7 @@ def test_sdk_reauthenticates_after_tokens_are_revoked(sim: OpenStackSimHandle) -
 
 
 def test_expired_tokens_are_refused() -> None:
-    from pyccm.sim.openstack.testing import running_openstack_sim
+    from pyccm_sim.openstack.testing import running_openstack_sim
 
     with running_openstack_sim(seed_nodes=1, token_ttl_s=0.0) as short_lived:
         issued = requests.post(

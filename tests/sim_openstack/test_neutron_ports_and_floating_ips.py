@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 
 def _node_port(conn: Any, index: int) -> Any:

@@ -8,8 +8,8 @@ import pytest
 import requests
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 ROUTE_0 = {"destination": seed_node(0).pod_cidr, "nexthop": seed_node(0).internal_ip}
 ROUTE_1 = {"destination": seed_node(1).pod_cidr, "nexthop": seed_node(1).internal_ip}

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 SERVERS = "/compute/v2.1/servers"
 PORTS = "/network/v2.0/ports"

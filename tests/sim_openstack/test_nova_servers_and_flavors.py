@@ -8,8 +8,8 @@ import pytest
 import requests
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.scenario import seed_node
 
 
 def _token(sim: OpenStackSimHandle) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import octavia_flavor, octavia_zone
 
 UNKNOWN_FLAVOR = "3f0e8a34-0000-4000-8000-00000000b16f"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from openstack import exceptions as sdk_exceptions
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 LB_NAME = "kube_service_kubernetes_default_web"
 # How long a write keeps the load balancer PENDING_* in the tests that read that state back:

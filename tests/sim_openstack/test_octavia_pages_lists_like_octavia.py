@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 LBAAS = "/load-balancer/v2/lbaas"
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import requests
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 LBAAS = "/load-balancer/v2/lbaas"
 MEMBER = {"address": seed_node(0).internal_ip, "protocol_port": 30080}

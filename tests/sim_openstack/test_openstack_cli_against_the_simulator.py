@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 from .test_octavia_load_balancers import _tree, wait_for
 

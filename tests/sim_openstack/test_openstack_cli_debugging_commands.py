@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 from .test_octavia_load_balancers import LB_NAME, _tree, wait_for
 from .test_openstack_cli_against_the_simulator import BINARY, _cli

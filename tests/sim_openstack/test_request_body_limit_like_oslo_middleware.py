@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import requests
 
-from pyccm.sim.openstack.cli import knob_values, register
-from pyccm.sim.openstack.settings import DEFAULT_MAX_REQUEST_BODY_SIZE, Knobs
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.openstack.cli import knob_values, register
+from pyccm_sim.openstack.settings import DEFAULT_MAX_REQUEST_BODY_SIZE, Knobs
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 
 EXPLANATION = "Request is too large. Larger than max_request_body_size (%s)."
 MEMBERS_PATH = "/load-balancer/v2/lbaas/pools/{pool}/members"

@@ -14,8 +14,8 @@ from typing import Any
 import openstack.exceptions
 import pytest
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 
 from .test_neutron_routes_and_security_rules import _neutron
 from .test_openstack_cli_against_the_simulator import BINARY, _cli

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import EXTERNAL_CIDR, TENANT_CIDR, TENANT_GATEWAY, seed_node
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import EXTERNAL_CIDR, TENANT_CIDR, TENANT_GATEWAY, seed_node
 
 
 def test_every_seeded_node_has_a_server_port_with_its_internal_ip(

@@ -27,8 +27,8 @@ from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.loadbalancer.api import Api, PendingBackoff
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
-from pyccm.sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import MakeLbs
 from tests.support.openstack import CloudUnderTest, MakeCloud, OpenStackSims
 

@@ -29,7 +29,7 @@ from pyccm.kubeapi.reviews import Reviews, ReviewSettings
 from pyccm.manager.access import AccessSettings, Gate
 from pyccm.manager.http import Checks, HttpServer
 from pyccm.manager.serving import ServingSettings
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "deploy" / "base" / "rbac.yaml"

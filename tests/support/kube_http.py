@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client as typed_client
 from kubernetes import watch as typed_watch
 
-from pyccm.sim.kube.testing import KubeSimHandle
+from pyccm_sim.kube.testing import KubeSimHandle
 
 # The client's pydantic models make every field Optional; the tests read API JSON instead
 # (as_json) and treat the client modules as untyped.

@@ -19,8 +19,8 @@ import yaml
 
 from pyccm import lifetime
 from pyccm.kubeapi.client import KubeClient, KubeSettings
-from pyccm.sim.kube.settings import User
-from pyccm.sim.kube.testing import KubeSimHandle, running_kube_sim
+from pyccm_sim.kube.settings import User
+from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from tests.support.certificates import client_ca, issue_client
 
 TOKEN_USER = "token-user"

@@ -30,10 +30,10 @@ from pyccm.protocol.views import (
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancerOutcome, LoadBalancers
 from pyccm.provider.openstack.config import load_settings
-from pyccm.sim.openstack.calllog import Call, Seq
-from pyccm.sim.openstack.testing import OpenStackSimHandle
-from pyccm.sim.scenario import seed_node
 from pyccm.workers.runtime.controller import SyncFailed
+from pyccm_sim.openstack.calllog import Call, Seq
+from pyccm_sim.openstack.testing import OpenStackSimHandle
+from pyccm_sim.scenario import seed_node
 from tests.support.nodes import node
 
 T = TypeVar("T")

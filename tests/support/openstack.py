@@ -18,7 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from pyccm.provider.openstack.cloud import OpenStackCloud
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 
 # The provider tests' cloud (tests/provider, the lifecycle and route controllers): four
 # nodes; its tests name servers past them (node-0007) and count on four.

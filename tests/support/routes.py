@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node, NodeCondition, NodeStatus
-from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import Routes
 from pyccm.workers.route.controller import KEY, RouteController, RouteSettings
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.nodes import node
 
 CLUSTER_CIDRS = (ipaddress.ip_network("10.244.0.0/16"), ipaddress.ip_network("fd00:10:244::/56"))

@@ -34,12 +34,12 @@ from pyccm.protocol.views import (
     ServiceStatus,
     Taint,
 )
-from pyccm.provider.fake import FakeCloud
 from pyccm.provider.interface import LoadBalancers
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service.controller import ServiceController, ServiceSettings
 from pyccm.workers.service.sweep import NODE_QUIET, SWEEP
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.nodes import node
 
 

@@ -22,10 +22,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from pyccm.demo import World, process_tree, simulators
 from pyccm.kubeapi.client import MERGE_PATCH, KubeClient, KubeSettings
 from pyccm.kubeapi.errors import NotFound
-from pyccm.sim.scenario import CLUSTER_CIDR
+from pyccm_sim.demo import World, process_tree, simulators
+from pyccm_sim.scenario import CLUSTER_CIDR
 
 REPO = Path(__file__).resolve().parents[2]
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"

@@ -11,12 +11,12 @@ import pytest
 from pyccm.cli import build_parser
 from pyccm.protocol.controllers import CONTROLLERS, canonical
 from pyccm.provider.errors import ConfigError
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.registry import SPECS
 from pyccm.workers.runtime.commit import Committer
 from pyccm.workers.runtime.controller import Disabled
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.runtime.spec import Parts
+from pyccm_sim.fake_provider import FakeCloud
 
 
 def parse(*argv: str) -> argparse.Namespace:
