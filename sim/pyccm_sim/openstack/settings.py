@@ -11,6 +11,7 @@ be a knob, not a setting.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +129,9 @@ class Knobs:
         return data
 
 
+@functools.lru_cache(maxsize=64)
 def version_minor(version: str) -> int:
-    """`"2.27"` → 27; the simulator only speaks major version 2."""
+    """`"2.27"` → 27; the simulator only speaks major version 2 (asked on every field check)."""
     match = VERSION_RE.match(version)
     if match is None:
         raise ValueError(f"version {version!r} is not 2.N")
