@@ -30,6 +30,7 @@ from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.manager.http import Checks, HttpServer
 from pyccm.manager.serving import ServingSettings
 from pyccm.manager.store import Cache
+from pyccm.protocol.bus_settings import SILENCE_TIMEOUT
 from pyccm.protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
 from pyccm.protocol.projections import views
 
@@ -49,8 +50,6 @@ class ManagerSettings:
     expected_workers: tuple[str, ...] = ()
     # Parallel writes to the API (each also waits for the QPS bucket).
     writer_threads: int = 8
-    # A worker silent for 3 heartbeats is unhealthy (docs/architecture.md#bus-heartbeats).
-    worker_silence: float = 3.0
     # --load-balancer-class(-only): the Services the service view carries; upstream's
     # default, only those without a class.
     load_balancer_classes: LoadBalancerClasses = UNCLASSED
@@ -297,6 +296,6 @@ class Manager:
                 grace = self._settings.election.lease_duration
                 return None if waited <= grace else f"not connected for {waited:.0f}s"
             silent = now - state.last_seen
-            return None if silent <= self._settings.worker_silence else f"silent for {silent:.0f}s"
+            return None if silent <= SILENCE_TIMEOUT else f"silent for {silent:.0f}s"
 
         return check
