@@ -9,21 +9,7 @@ import threading
 import pytest
 
 from pyccm.pacing import TokenBucket
-
-
-class FakeTime:
-    """A clock and a sleep: sleeping moves the clock and is recorded."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.support.fake_time import FakeTime
 
 
 def bucket(time: FakeTime, *, rate: float, burst: int) -> TokenBucket:
