@@ -17,7 +17,6 @@ import logging
 import re
 import ssl
 import threading
-import time
 import urllib.parse
 import warnings
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from pyccm import __version__
 from pyccm.kubeapi.config import Endpoint, load, ssl_context
 from pyccm.kubeapi.credentials import ClientCertificate, Identity
 from pyccm.kubeapi.errors import Unavailable, from_response
+from pyccm.pacing import TokenBucket
 from pyccm.proxies import Proxy
 
 log = logging.getLogger(__name__)
@@ -63,29 +63,6 @@ class KubeSettings:
     token_file_period: float = 60.0
 
 
-class TokenBucket:
-    """A blocking token bucket: `take()` waits until a token is free."""
-
-    def __init__(self, *, qps: float, burst: int) -> None:
-        self._qps = qps
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._stamp = time.monotonic()
-        self._lock = threading.Lock()
-
-    def take(self) -> float:
-        """Reserve one token; sleep until it is due. Returns the time waited."""
-        with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._qps)
-            self._stamp = now
-            self._tokens -= 1.0
-            wait = 0.0 if self._tokens >= 0 else -self._tokens / self._qps
-        if wait > 0:
-            time.sleep(wait)
-        return wait
-
-
 @dataclass(frozen=True)
 class _Request:
     method: str
@@ -110,7 +87,7 @@ class KubeClient:
         self._credentials = config.credentials
         self._proxy = config.proxy
         self._settings = settings
-        self._bucket = TokenBucket(qps=settings.qps, burst=settings.burst)
+        self._bucket = TokenBucket(rate=settings.qps, burst=settings.burst)
         self._pools: dict[ClientCertificate | None, urllib3.PoolManager] = {}
         self._pools_lock = threading.Lock()
         self.host: str = config.endpoint.server
@@ -155,7 +132,7 @@ class KubeClient:
         timeout: float | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """Like `request` but returns the open response, for watch streams."""
-        self._bucket.take()
+        self._bucket.acquire()
         url = self.host + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
         headers = {"Accept": JSON, "User-Agent": USER_AGENT}
         payload = None

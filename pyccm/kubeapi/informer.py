@@ -27,6 +27,7 @@ import msgspec
 from pyccm.kubeapi import metrics
 from pyccm.kubeapi.client import KubeClient
 from pyccm.kubeapi.errors import Gone, KubeError
+from pyccm.pacing import Backoff
 from pyccm.protocol.decoding import decode_json
 from pyccm.protocol.views import Node, Service
 
@@ -63,9 +64,11 @@ class InformerSettings:
     # client-go's reflector picks a server timeout in [5 min, 10 min) so that watches of
     # many clients do not all end at once.
     min_watch_timeout: int = 300
-    # Reflector backoff: 800 ms doubling to 30 s, with jitter.
+    # Reflector backoff: 800 ms doubling to 30 s, each delay within a third either side of
+    # its step (at most 30 s).
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
+    backoff_jitter: tuple[float, float] = (2 / 3, 4 / 3)
 
 
 class _ListMeta(msgspec.Struct, frozen=True):
@@ -95,23 +98,6 @@ class _Event(msgspec.Struct):
 class _Status(msgspec.Struct):
     code: int = 0
     message: str = ""
-
-
-class Backoff:
-    """Jittered exponential backoff; `reset()` after a success."""
-
-    def __init__(self, *, initial: float, maximum: float) -> None:
-        self._initial = initial
-        self._maximum = maximum
-        self._next = initial
-
-    def next(self) -> float:
-        delay = self._next * random.uniform(1.0, 2.0) / 1.5
-        self._next = min(self._maximum, self._next * 2)
-        return min(delay, self._maximum)
-
-    def reset(self) -> None:
-        self._next = self._initial
 
 
 class Informer(Generic[Obj]):
@@ -160,7 +146,9 @@ class Informer(Generic[Obj]):
         first time; 410s in a row back off like any failure (a server that keeps answering
         410 must not be relisted in a tight loop)."""
         backoff = Backoff(
-            initial=self._settings.backoff_initial, maximum=self._settings.backoff_max
+            base=self._settings.backoff_initial,
+            cap=self._settings.backoff_max,
+            jitter=self._settings.backoff_jitter,
         )
         version: str | None = None
         cause = "start"

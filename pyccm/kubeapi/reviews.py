@@ -15,7 +15,6 @@ message (a failed review names the path and the status code only), never a metri
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from prometheus_client import Counter
 
 from pyccm.kubeapi.client import KubeClient
 from pyccm.kubeapi.errors import KubeError, TooManyRequests
+from pyccm.pacing import Backoff
 from pyccm.protocol.decoding import decode_json
 
 log = logging.getLogger(__name__)
@@ -152,17 +152,22 @@ def with_backoff(
     """`call(timeout)` until it answers, a non-retryable error, the last attempt, or the
     deadline; the last error is raised."""
     deadline = clock() + settings.timeout
-    delay = settings.first_backoff
+    # Capped at the whole review's timeout: a longer pause would end past the deadline anyway.
+    backoff = Backoff(
+        base=settings.first_backoff,
+        factor=settings.backoff_factor,
+        cap=settings.timeout,
+        jitter=(1.0, 1.0 + settings.jitter),
+    )
     for attempt in range(1, settings.attempts + 1):
         try:
             return call(max(deadline - clock(), 0.1))
         except KubeError as error:
-            pause = delay * (1 + settings.jitter * random.random())
+            pause = backoff.next()
             if isinstance(error, TooManyRequests):
                 pause = max(pause, error.retry_after)
             if not error.retryable or attempt == settings.attempts or clock() + pause >= deadline:
                 raise
             log.info("%s failed (%s); retrying in %.1fs", what, error, pause)
             sleep(pause)
-            delay *= settings.backoff_factor
     raise AssertionError("unreachable: the last attempt raises")

@@ -30,6 +30,8 @@ from pyccm.manager.election import ElectionSettings, Elector
 from pyccm.manager.http import Checks, HttpServer
 from pyccm.manager.serving import ServingSettings
 from pyccm.manager.store import Cache
+from pyccm.pacing import Backoff
+from pyccm.protocol.bus_settings import SILENCE_TIMEOUT
 from pyccm.protocol.messages import Ack, Delta, ObjectRef, RecordEvent, Result, SessionId
 from pyccm.protocol.projections import views
 
@@ -49,8 +51,6 @@ class ManagerSettings:
     expected_workers: tuple[str, ...] = ()
     # Parallel writes to the API (each also waits for the QPS bucket).
     writer_threads: int = 8
-    # A worker silent for 3 heartbeats is unhealthy (docs/architecture.md#bus-heartbeats).
-    worker_silence: float = 3.0
     # --load-balancer-class(-only): the Services the service view carries; upstream's
     # default, only those without a class.
     load_balancer_classes: LoadBalancerClasses = UNCLASSED
@@ -154,14 +154,14 @@ class Manager:
     def _read_cluster_id(self) -> None:
         """The kube-system namespace's UID, read once (any replica: workers ask whichever
         they reach), with backoff while the API server does not answer."""
-        delay = 1.0
+        backoff = Backoff(base=1.0, cap=30.0)
         while not self._done.is_set():
             try:
                 self._cluster_id = read_cluster_id(self._client)
             except Exception as error:  # the API down, RBAC without get on namespaces
+                delay = backoff.next()
                 log.warning("cannot read the cluster id yet (%s); retrying in %.0fs", error, delay)
                 self._done.wait(delay)
-                delay = min(delay * 2, 30.0)
                 continue
             log.info("cluster id %s (the kube-system namespace's UID)", self._cluster_id)
             return
@@ -297,6 +297,6 @@ class Manager:
                 grace = self._settings.election.lease_duration
                 return None if waited <= grace else f"not connected for {waited:.0f}s"
             silent = now - state.last_seen
-            return None if silent <= self._settings.worker_silence else f"silent for {silent:.0f}s"
+            return None if silent <= SILENCE_TIMEOUT else f"silent for {silent:.0f}s"
 
         return check

@@ -34,6 +34,7 @@ from pyccm.exposition import REPORT_MAX_AGE
 from pyccm.flags.addresses import ServerCurve, require_curve
 from pyccm.manager import metrics
 from pyccm.manager.store import Cache, Channel
+from pyccm.protocol.bus_settings import HEARTBEAT_INTERVAL, LINGER, PUB_SEND_HWM, secure_server
 from pyccm.protocol.drops import DropLog
 from pyccm.protocol.mailbox import Mailbox
 from pyccm.protocol.messages import (
@@ -83,11 +84,6 @@ class BusSettings:
     # (docs/architecture.md#bus-addresses).
     pub_address: str
     router_address: str
-    # Workers treat 3 missed heartbeats as a dead manager, so 1 s bounds detection to ~3 s.
-    heartbeat_interval: float = 1.0
-    # PUB drops past this many queued frames per subscriber: a slow worker resnapshots
-    # instead of growing the manager's memory without bound.
-    send_hwm: int = 200_000
     # CURVE keys (flags/addresses.py): required for any address that is not ipc://, so a
     # tcp port is never open to whoever can reach it; optional on ipc://.
     curve: ServerCurve | None = None
@@ -248,11 +244,11 @@ class BusServer:
         # handler accepts any client key.
         auth = self._authenticator()
         pub = self._context.socket(zmq.PUB)
-        pub.setsockopt(zmq.SNDHWM, self._settings.send_hwm)
-        self._secure(pub)
+        pub.setsockopt(zmq.SNDHWM, PUB_SEND_HWM)
+        secure_server(pub, self._settings.curve)
         pub.bind(self._settings.pub_address)
         router = self._context.socket(zmq.ROUTER)
-        self._secure(router)
+        secure_server(router, self._settings.curve)
         router.bind(self._settings.router_address)
         if self._settings.advertise is not None:
             log.info("bus: advertised to workers as %s and %s", *self._settings.advertise)
@@ -271,10 +267,10 @@ class BusServer:
                     self._receive(router)
                 if time.monotonic() >= next_beat:
                     self._heartbeat(pub)
-                    next_beat = time.monotonic() + self._settings.heartbeat_interval
+                    next_beat = time.monotonic() + HEARTBEAT_INTERVAL
         finally:
-            pub.close(linger=0)
-            router.close(linger=0)
+            pub.close(linger=LINGER)
+            router.close(linger=LINGER)
             self._outbox.close()
             if auth is not None:
                 auth.stop()
@@ -299,14 +295,6 @@ class BusServer:
             curve.authorized,
         )
         return auth
-
-    def _secure(self, sock: zmq.Socket[bytes]) -> None:
-        curve = self._settings.curve
-        if curve is None:
-            return
-        sock.setsockopt(zmq.CURVE_SERVER, 1)
-        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
-        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
 
     def _forward(self, pub: zmq.Socket[bytes], router: zmq.Socket[bytes]) -> None:
         for (kind, address, payload), channel, seq in self._outbox.drain():

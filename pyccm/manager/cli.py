@@ -241,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
             retry_period=args.leader_elect_retry_period,
         )
         election.validate()
+        if not (args.kube_api_qps > 0 and args.kube_api_burst >= 1):
+            raise ValueError("--kube-api-qps must be above 0 and --kube-api-burst at least 1")
         serving, access = serving_settings(args)
         classes = load_balancer_classes(args)
     except ValueError as error:

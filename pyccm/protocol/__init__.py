@@ -8,6 +8,8 @@
     decoding.py     the typed JSON decoders (the views among them), thread-safe
     drops.py        a malformed frame counted and dropped, never a crash
     mailbox.py      how other threads hand work to the thread that owns a bus's sockets
+    bus_settings.py what both ends of the bus set alike: heartbeats, silence, the PUB's
+                    high-water mark, linger, CURVE on each side
 
 Flags shared by the manager and workers are in pyccm/flags, the metrics merge in
 pyccm/exposition.py, the `pyccm keys` command in pyccm/keys_command.py.

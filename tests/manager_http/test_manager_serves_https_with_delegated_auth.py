@@ -248,6 +248,8 @@ def test_given_cert_and_key_files_are_served_instead(
         (("--tls-curve-preferences=9999",), "curve preference 9999 is not a Go crypto/tls"),
         (("--authorization-always-allow-paths=/a*b",), "only a trailing *"),
         (("--client-ca-file=/nonexistent/ca.crt",), "--client-ca-file: cannot read"),
+        (("--kube-api-qps=0",), "--kube-api-qps must be above 0"),
+        (("--kube-api-burst=0",), "--kube-api-burst at least 1"),
     ],
 )
 def test_a_bad_serving_flag_is_one_line_and_exit_2(

@@ -15,6 +15,7 @@ from pyccm.kubeapi.reviews import ReviewSettings, with_backoff
 from pyccm.manager.access import AccessSettings
 from pyccm.manager.serving import ServingSettings
 from pyccm_sim.kube.testing import KubeSimHandle
+from tests.support.fake_time import FakeTime
 from tests.support.https import (
     PAIR,
     READER_USER,
@@ -160,21 +161,8 @@ def test_a_failing_access_review_is_a_bare_500(
     }
 
 
-class _Time:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
-
-
 def test_the_backoff_is_upstreams_webhook_backoff() -> None:
-    time = _Time()
+    time = FakeTime(start=0.0)
     attempts: list[float] = []
 
     def failing(timeout: float) -> bytes:
@@ -186,8 +174,8 @@ def test_the_backoff_is_upstreams_webhook_backoff() -> None:
             failing, settings=ReviewSettings(), what="x", clock=time.clock, sleep=time.sleep
         )
     assert len(attempts) == 5
-    for pause, base in zip(time.pauses, (0.5, 0.75, 1.125, 1.6875), strict=True):
+    for pause, base in zip(time.slept, (0.5, 0.75, 1.125, 1.6875), strict=True):
         assert base <= pause <= base * 1.2
     # Each attempt gets what is left of the 10 s review timeout.
     assert attempts[0] == 10.0
-    assert attempts[-1] == pytest.approx(10.0 - sum(time.pauses))
+    assert attempts[-1] == pytest.approx(10.0 - sum(time.slept))

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge
 
+from pyccm.pacing import Backoff
 from pyccm.protocol.messages import Action, PatchNodeStatus, RecordEvent, Topic
 from pyccm.protocol.views import Node
 from pyccm.provider.errors import RetryAfter
@@ -154,7 +155,9 @@ class RouteController:
         self._retry_limit_at = 0.0
         # The router claim's backoff: next try not before `_claim_at`.
         self._claim_at = 0.0
-        self._claim_delay = 0.0
+        self._claim_backoff = Backoff(
+            base=settings.claim_retry_initial, cap=settings.claim_retry_max
+        )
         # (node name, CIDR) -> when last warned that another cluster claims its route;
         # routes without a node, logged once each.
         self._claim_warned: dict[tuple[str, str], float] = {}
@@ -274,19 +277,16 @@ class RouteController:
             self._routes.claim(cluster_cidrs=cidrs)
         except Exception as error:  # a cloud error or a provider bug: routing goes on
             ROUTER_CLAIM_FAILURES.inc()
-            self._claim_delay = min(
-                max(2 * self._claim_delay, self._settings.claim_retry_initial),
-                self._settings.claim_retry_max,
-            )
-            self._claim_at = now + self._claim_delay
+            delay = self._claim_backoff.next()
+            self._claim_at = now + delay
             log.warning(
                 "could not tag the router with this cluster's claim of %s: %s; next try in %s",
                 ",".join(cidrs),
                 error,
-                go_duration(self._claim_delay),
+                go_duration(delay),
             )
             return
-        self._claim_delay = 0.0
+        self._claim_backoff.reset()
 
     def _refused(self, routes: Sequence[Route], nodes: Sequence[Node]) -> list[Action]:
         """The routes left alone for another cluster's claim: a Warning on the Node whose

@@ -30,6 +30,7 @@ import zmq
 from prometheus_client import Counter
 
 from pyccm.flags.addresses import ClientCurve, require_curve
+from pyccm.protocol.bus_settings import HEARTBEAT_INTERVAL, LINGER, SILENCE_TIMEOUT, secure_client
 from pyccm.protocol.drops import DropLog
 from pyccm.protocol.mailbox import Mailbox
 from pyccm.protocol.messages import (
@@ -76,10 +77,8 @@ DELTAS_RECEIVED = Counter(
 class BusClientSettings:
     pub_address: str
     router_address: str
-    # The manager beats every second; three missed beats mean it is gone
-    # (docs/architecture.md#bus-heartbeats).
-    silence_timeout: float = 3.0
-    heartbeat_interval: float = 1.0
+    # How long a silent manager is waited for: three missed beats mean it is gone.
+    silence_timeout: float = SILENCE_TIMEOUT
     # How long to wait for snapshots before asking again (a refused or lost hello).
     hello_retry: float = 1.0
     # A hello that could not even be queued (no connection yet: a CURVE handshake takes a
@@ -116,12 +115,11 @@ class _Link:
     poller: zmq.Poller = field(default_factory=zmq.Poller)
 
     def close(self) -> None:
-        # linger 0: nothing queued for or from this manager survives a move.
         if self.monitor is not None:
             self.dealer.disable_monitor()
-            self.monitor.close(linger=0)
-        self.sub.close(linger=0)
-        self.dealer.close(linger=0)
+            self.monitor.close(linger=LINGER)
+        self.sub.close(linger=LINGER)
+        self.dealer.close(linger=LINGER)
 
 
 class BusClient:
@@ -244,7 +242,7 @@ class BusClient:
                     continue
                 if now >= next_beat:
                     self._beat()
-                    next_beat = now + self._settings.heartbeat_interval
+                    next_beat = now + HEARTBEAT_INTERVAL
                 metrics = report.due(now)
                 if metrics is not None:
                     self._send(metrics)
@@ -278,10 +276,10 @@ class BusClient:
         sub = self._context.socket(zmq.SUB)
         for name in (*self._channels.values(), Topic.CONTROL.value):
             sub.setsockopt(zmq.SUBSCRIBE, name.encode())
-        self._secure(sub)
+        secure_client(sub, self._settings.curve)
         sub.connect(pub)
         dealer = self._context.socket(zmq.DEALER)
-        self._secure(dealer)
+        secure_client(dealer, self._settings.curve)
         # Queue nothing for a manager that is not there: results fail fast instead.
         dealer.setsockopt(zmq.IMMEDIATE, 1)
         dealer.connect(router)
@@ -320,9 +318,6 @@ class BusClient:
             leader=tuple(refused.leader), reason=refused.reason, here=self.endpoints
         )
         self._refusal = f"it refused ({refused.reason})"
-
-    def _secure(self, sock: zmq.Socket[bytes]) -> None:
-        _secure(sock, self._settings.curve)
 
     def _drain(self, sock: zmq.Socket[bytes], *, multipart: bool) -> None:
         while True:
@@ -486,14 +481,6 @@ class BusClient:
             self._fail(result_id, message)
 
 
-def _secure(sock: zmq.Socket[bytes], curve: ClientCurve | None) -> None:
-    if curve is None:
-        return
-    sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_key)
-    sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key)
-    sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key)
-
-
 def ask_cluster_id(settings: BusClientSettings, *, worker: str) -> str:
     """The cluster id, from whichever manager answers at the worker's router address (every
     replica knows it, leading or not). Asks again every second until a manager has read it:
@@ -505,13 +492,13 @@ def ask_cluster_id(settings: BusClientSettings, *, worker: str) -> str:
     wait.begin()
     while True:
         dealer = context.socket(zmq.DEALER)
-        _secure(dealer, settings.curve)
-        dealer.setsockopt(zmq.LINGER, 0)
+        secure_client(dealer, settings.curve)
+        dealer.setsockopt(zmq.LINGER, LINGER)
         dealer.connect(settings.router_address)
         why = "no answer"
         try:
             dealer.send(question)
-            if dealer.poll(int(settings.heartbeat_interval * 1000)):
+            if dealer.poll(int(HEARTBEAT_INTERVAL * 1000)):
                 try:
                     answer = decode(dealer.recv())
                 except (msgspec.DecodeError, msgspec.ValidationError):
@@ -523,4 +510,4 @@ def ask_cluster_id(settings: BusClientSettings, *, worker: str) -> str:
         finally:
             dealer.close()
         wait.tick(what="to tell the cluster id", where=settings.router_address, why=why)
-        time.sleep(settings.heartbeat_interval)
+        time.sleep(HEARTBEAT_INTERVAL)

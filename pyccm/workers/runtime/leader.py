@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter
 
+from pyccm.pacing import Backoff
+
 log = logging.getLogger(__name__)
 
 LEADER_CHANGES = Counter(
@@ -62,7 +64,9 @@ class LeaderFollower:
         self._move_to: Endpoints | None = None
         self._move_due = 0.0
         self._moved_at = -float("inf")
-        self._unsynced_moves = 0
+        # Moved since the worker last got synced: a further move backs off.
+        self._unsynced = False
+        self._backoff = Backoff(base=settings.backoff, cap=settings.backoff_max)
         # The manager that last said it was leaving, and when.
         self._left: tuple[Endpoints, float] | None = None
         self.leader_changes = 0
@@ -82,12 +86,7 @@ class LeaderFollower:
     def plan(self, endpoints: Endpoints) -> None:
         if self._move_to is not None:
             return
-        delay = 0.0
-        if self._unsynced_moves:
-            delay = min(
-                self._settings.backoff_max,
-                self._settings.backoff * 2 ** (self._unsynced_moves - 1),
-            )
+        delay = self._backoff.next() if self._unsynced else 0.0
         self._move_to = endpoints
         self._move_due = max(self._clock(), self._moved_at + delay)
 
@@ -95,7 +94,7 @@ class LeaderFollower:
         """The sockets were opened at `endpoints` at `at`."""
         self._move_to = None
         self._moved_at = at
-        self._unsynced_moves += 1
+        self._unsynced = True
         if endpoints == self.seeds:
             log.info("back to the seed addresses %s, %s", *endpoints)
         else:
@@ -105,7 +104,8 @@ class LeaderFollower:
 
     def synced(self) -> None:
         """The worker got what it needed from the manager it is at: moves start over."""
-        self._unsynced_moves = 0
+        self._unsynced = False
+        self._backoff.reset()
 
     def refused(self, *, leader: tuple[str, ...], reason: str, here: Endpoints) -> None:
         """The manager at `here` refused the hello (not fatally), naming `leader` or not."""

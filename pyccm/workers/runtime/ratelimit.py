@@ -25,18 +25,14 @@ Every limiter is thread-safe: sync threads report failures concurrently.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
+from pyccm.pacing import Backoff, TokenBucket
 from pyccm.workers.runtime.clock import MONOTONIC, Clock
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
-
-# 2**60 times any sensible base delay is far beyond any cap; stopping the exponent there keeps the
-# arithmetic in floats without overflow however many times a key has failed.
-_MAX_EXPONENT = 60
 
 
 class RateLimiter(Protocol[K_contra]):
@@ -57,59 +53,35 @@ class RateLimiter(Protocol[K_contra]):
 
 class ItemExponentialRateLimiter(Generic[K]):
     """Per-key exponential backoff: `base * 2**failures`, capped at `cap` (client-go's
-    ItemExponentialFailureRateLimiter)."""
+    ItemExponentialFailureRateLimiter), on the one backoff (`pyccm.pacing.Backoff`)."""
 
     def __init__(self, *, base: float, cap: float) -> None:
-        if base <= 0 or cap < base:
-            raise ValueError(f"need 0 < base <= cap, got base={base} cap={cap}")
-        self._base = base
-        self._cap = cap
-        self._failures: dict[K, int] = {}
-        self._lock = threading.Lock()
+        self._backoff = Backoff(base=base, cap=cap)
 
     def when(self, key: K) -> float:
-        with self._lock:
-            exponent = self._failures.get(key, 0)
-            self._failures[key] = exponent + 1
-        return min(self._base * 2.0 ** min(exponent, _MAX_EXPONENT), self._cap)
+        return self._backoff.next(key)
 
     def forget(self, key: K) -> None:
-        with self._lock:
-            self._failures.pop(key, None)
+        self._backoff.reset(key)
 
     def num_requeues(self, key: K) -> int:
-        with self._lock:
-            return self._failures.get(key, 0)
+        return self._backoff.failures(key)
 
 
 class TokenBucketRateLimiter:
     """An overall limit on retries, whatever the key: `qps` tokens per second, at most `burst`
-    saved up (client-go's BucketRateLimiter over golang.org/x/time/rate).
+    saved up (client-go's BucketRateLimiter), on the one token bucket (`pyccm.pacing`).
 
-    Each `when()` takes a token *now* and returns how long until that token exists, so the bucket
-    may go into debt: retries are spread out at `qps` instead of being refused. It keeps no per-key
-    state, so `forget()` does nothing and `num_requeues()` is always 0, as upstream.
+    Each `when()` reserves a token *now* and returns how long until that token exists, so the
+    bucket may go into debt: retries are spread out at `qps` instead of being refused. It keeps no
+    per-key state, so `forget()` does nothing and `num_requeues()` is always 0, as upstream.
     """
 
     def __init__(self, *, qps: float, burst: int, clock: Clock = MONOTONIC) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError(f"need qps > 0 and burst >= 1, got qps={qps} burst={burst}")
-        self._qps = qps
-        self._burst = float(burst)
-        self._clock = clock
-        self._tokens = float(burst)
-        self._last = clock.now()
-        self._lock = threading.Lock()
+        self._bucket = TokenBucket(rate=qps, burst=burst, clock=clock.now)
 
     def when(self, key: object) -> float:
-        with self._lock:
-            now = self._clock.now()
-            # Refill for the time since the last reservation; a bucket never holds more than burst.
-            elapsed = max(0.0, now - self._last)
-            self._tokens = min(self._burst, self._tokens + elapsed * self._qps)
-            self._last = max(self._last, now)
-            self._tokens -= 1.0
-            return -self._tokens / self._qps if self._tokens < 0 else 0.0
+        return self._bucket.reserve()
 
     def forget(self, key: object) -> None:
         return
