@@ -49,7 +49,12 @@ def sim_cloud(sim: OpenStackSimHandle) -> Cloud:
         return [(c.method, c.path) for c in new]
 
     def fail(method: str) -> None:
-        verbs = {"lb_ensure": ("POST",), "lb_update": ("PUT", "POST"), "lb_get": ("GET",)}
+        verbs = {
+            "lb_ensure": ("POST",),
+            "lb_update": ("PUT", "POST"),
+            "lb_get": ("GET",),
+            "lb_ensure_deleted": ("DELETE",),
+        }
         sim.fail_next("load-balancer", 409, methods=verbs[method])
 
     def node(index: int, labels: dict[str, str]) -> Node:

@@ -93,7 +93,9 @@ def scenario(seed: int, *, length: int = 40, nodes: int = 6) -> list[Step]:
             case "write-fails":
                 steps.append((kind, rng.choice(("conflict", "not_found", "unavailable"))))
             case "cloud-error":
-                steps.append((kind, rng.choice(("lb_ensure", "lb_update", "lb_get"))))
+                steps.append(
+                    (kind, rng.choice(("lb_ensure", "lb_update", "lb_get", "lb_ensure_deleted")))
+                )
             case "resync" | "provisioning" | "elsewhere":
                 steps.append((kind,))
             case _:
