@@ -18,10 +18,10 @@ from pyccm.workers.runtime.controller import Later
 from pyccm.workers.service.decision import (
     Claim,
     Converged,
+    Decision,
     Delete,
     Ensure,
     Nothing,
-    Decision,
     Skip,
     decide,
     may_account_for_cloud_resources,

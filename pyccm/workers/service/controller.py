@@ -4,25 +4,20 @@ Upstream runs Service syncs on one queue and node-driven backend updates on anot
 an `UpdateLoadBalancer` can race an `EnsureLoadBalancer` or a delete of the same Service.
 Here there is one queue, of three kinds of key, each with one owner:
 
-* `namespace/name` (possibly `Later`): a Service. `decision.decide` says what it needs
-  now, from the replica's copy, what this process last did (`ledger.Ledger`) and the
-  claim (classes, shard); this module does it: delete, ensure (finalizer first), update
-  the members only, or nothing, with no cloud call;
+* `namespace/name` (possibly `Later`): a Service. Its sync reads top to bottom: it reads
+  what it decides from (the replica's copy, the ledger's entry, the backends), lays out
+  what to do (`plan.make_plan`, pure: `decision.decide` says what the Service needs under
+  the claim, classes and shard, and the plan lists the operations that does, in order:
+  delete, ensure with the finalizer first, update the members only, or nothing) and hands
+  that to the one executor (`executor.Executor`): events, writes, bookkeeping and the
+  cloud call, the writes committed by the executor itself. The sync returns nothing;
 * `@nodes`: the node sweep (`sweep.NodeSweep`), which enqueues the Services whose
-  members a burst of node changes moved;
+  members a burst of node changes moved, and returns nothing;
 * `@orphans`: the orphan scan (`orphans.OrphanScan`), which returns its Warning events.
 
 The queue guarantees one sync per key at a time, so nothing on one Service overlaps. A
 load balancer still provisioning makes the provider raise `RetryAfter`; the key comes back
 after that delay and no thread waits for Octavia.
-
-A Service key's sync reads top to bottom: it reads what it decides from (the replica's
-copy, the ledger's entry, the backends), lays out what to do
-(`plan.make_plan`, pure: `decision.decide` and the operations it needs, in order) and
-hands that to the one executor (`executor.Executor`), which does it: events, writes,
-bookkeeping and the cloud call, and commits the writes itself. The sync returns nothing;
-the node sweep returns nothing; the orphan scan returns its events (nothing depends on
-their landing).
 """
 
 from __future__ import annotations
