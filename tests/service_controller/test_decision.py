@@ -18,10 +18,10 @@ from pyccm.workers.runtime.controller import Later
 from pyccm.workers.service.decision import (
     Claim,
     Converged,
+    Decision,
     Delete,
     Ensure,
     Nothing,
-    Plan,
     Skip,
     decide,
     may_account_for_cloud_resources,
@@ -90,7 +90,7 @@ def test_a_new_service_is_ensured_with_our_finalizer_first_and_events() -> None:
 
 def test_an_already_converged_service_needs_nothing_but_its_members_checked() -> None:
     service, last = converged()
-    assert decide(KEY, service, last, claim=CLAIM) == Plan(
+    assert decide(KEY, service, last, claim=CLAIM) == Decision(
         step=Converged(spec=last.spec or (), given=BACKENDS)
     )
 
@@ -263,7 +263,7 @@ def test_a_claimed_class_without_our_record_but_with_an_ingress_is_cleaned_up() 
 
 def test_a_service_gone_without_our_finalizer_takes_the_copy_we_acted_on_with_it() -> None:
     _, last = converged()
-    assert decide(KEY, None, last, claim=CLAIM) == Plan(
+    assert decide(KEY, None, last, claim=CLAIM) == Decision(
         step=Nothing("gone"), replaced=last.service, forget=True
     )
     assert decide(KEY, None, None, claim=CLAIM).replaced is None

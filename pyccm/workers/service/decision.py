@@ -3,7 +3,8 @@ service worker decides it.
 
 Pure functions of the Service as the replica shows it, what this process last did for it
 (`ledger.Synced`) and the configuration (`Claim`: the classes and the shard this process
-owns). They call nothing, write nothing, and return what to do; the controller does it.
+owns). They call nothing, write nothing, and return what to do (`plan.py` lays it out
+as operations, `executor.py` carries them out).
 The predicate "type LoadBalancer of a claimed class" is the manager's too (its service view
 keeps exactly those Services and those holding our finalizer): it is
 `protocol.projections.wants_load_balancer`, and this module reads it nowhere else. Which
@@ -14,7 +15,7 @@ The table, in the order `decide` asks:
 
 * another shard's key: Skip;
 * gone, or re-created under a new UID, after this process acted on a copy that wanted a
-  load balancer: that copy's load balancer is deleted first (`Plan.replaced`, events
+  load balancer: that copy's load balancer is deleted first (`Decision.replaced`, events
   only), and what was last done is forgotten; a gone Service is then Nothing;
 * our finalizer and a deletionTimestamp, or our finalizer on another type: Delete (the
   ingress cleared unless another class's, the finalizer dropped);
@@ -124,7 +125,7 @@ Step = Ensure | Converged | Delete | Skip | Nothing
 
 
 @dataclass(frozen=True)
-class Plan:
+class Decision:
     """`replaced`: a copy acted on earlier (the Service vanished without our finalizer, or
     was re-created under a new UID) whose load balancer goes first: deleted if the cloud
     has it, events only (the object is gone). `forget`: what was last done no longer
@@ -210,22 +211,22 @@ def decide(
     claim: Claim,
     resync_due: bool = False,
     cleaned_uid: str | None = None,
-) -> Plan:
+) -> Decision:
     """What a sync of `key` must do now. `last`: what this process last did for it;
     `resync_due`: the drift resync period passed; `cleaned_uid`: the UID whose cleanup
     landed under this key and whose echo is still to come."""
     if not claim.shard.owns(key):
-        return Plan(step=Skip("another shard's key"))
+        return Decision(step=Skip("another shard's key"))
     if service is None:
         # Deleted without our finalizer (a user removed it): delete what we made.
         replaced = last.service if last is not None and claim.wants(last.service) else None
-        return Plan(step=Nothing("gone"), replaced=replaced, forget=True)
+        return Decision(step=Nothing("gone"), replaced=replaced, forget=True)
     if last is not None and last.service.metadata.uid != service.metadata.uid:
         # Deleted and re-created under the same name: the old LB goes first.
         replaced = last.service if claim.wants(last.service) else None
         step = _step(service, None, claim=claim, resync_due=resync_due, cleaned_uid=None)
-        return Plan(step=step, replaced=replaced, forget=True)
-    return Plan(
+        return Decision(step=step, replaced=replaced, forget=True)
+    return Decision(
         step=_step(service, last, claim=claim, resync_due=resync_due, cleaned_uid=cleaned_uid)
     )
 

@@ -3,7 +3,8 @@
 The service worker's decisions (`decision.py`) compare a Service with what was last done
 for it; this module keeps that record: the copy acted on, the `needsUpdate` print of the
 last successful ensure, the backends last given to the load balancer, the Services due
-for a drift resync, and the cleanups that landed but whose echo has not arrived yet. One
+for a drift resync, the cleanups that landed but whose echo has not arrived yet, and the
+deleted Services of another class whose cleanup waits for their own controller. One
 lock guards it; no method calls out while holding it.
 """
 
@@ -34,6 +35,16 @@ class Synced:
     ingress: tuple[LoadBalancerIngress, ...]
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A key's record as a sync reads it: what was last done (`last`), whether the drift
+    resync is due, and the UID whose cleanup landed and whose echo is still to come."""
+
+    last: Synced | None
+    resync_due: bool
+    cleaned_uid: str | None
+
+
 class Ledger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -42,12 +53,20 @@ class Ledger:
         # Services whose cleanup landed (key -> uid): a re-run before the watch shows the
         # finalizer gone must not call the cloud again.
         self._cleaned: dict[str, str] = {}
+        # Another class's Services whose cleanup is left to their owner first (key -> when
+        # this process first planned it).
+        self._owner_waits: dict[str, float] = {}
 
     # --- reads --------------------------------------------------------------------------
 
-    def last(self, key: str) -> Synced | None:
+    def entry(self, key: str) -> Entry:
+        """What a sync of `key` decides from, read under one lock."""
         with self._lock:
-            return self._synced.get(key)
+            return Entry(
+                last=self._synced.get(key),
+                resync_due=key in self._resync_due,
+                cleaned_uid=self._cleaned.get(key),
+            )
 
     def knows(self, key: str) -> bool:
         with self._lock:
@@ -56,15 +75,6 @@ class Ledger:
     def snapshot(self) -> dict[str, Synced]:
         with self._lock:
             return dict(self._synced)
-
-    def resync_due(self, key: str) -> bool:
-        with self._lock:
-            return key in self._resync_due
-
-    def cleaned(self, key: str) -> str | None:
-        """The UID whose cleanup landed under this key, if its echo is still to come."""
-        with self._lock:
-            return self._cleaned.get(key)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -88,19 +98,9 @@ class Ledger:
                 key, Synced(service=service, spec=None, backends=frozenset(), ingress=())
             )
 
-    def record(
-        self,
-        key: str,
-        service: Service,
-        spec: tuple[object, ...] | None,
-        backends: frozenset[BackendId],
-        *,
-        ingress: tuple[LoadBalancerIngress, ...],
-    ) -> None:
+    def record(self, key: str, synced: Synced) -> None:
         with self._lock:
-            self._synced[key] = Synced(
-                service=service, spec=spec, backends=backends, ingress=ingress
-            )
+            self._synced[key] = synced
             self._resync_due.discard(key)
             self._cleaned.pop(key, None)
 
@@ -123,3 +123,13 @@ class Ledger:
             self._synced.pop(key, None)
             self._resync_due.discard(key)
             self._cleaned[key] = uid
+
+    def waiting_for_owner(self, key: str, now: float) -> float:
+        """When this process first left the cleanup of `key` to its owner (`now` if it did
+        not yet)."""
+        with self._lock:
+            return self._owner_waits.setdefault(key, now)
+
+    def owner_wait_over(self, key: str) -> None:
+        with self._lock:
+            self._owner_waits.pop(key, None)

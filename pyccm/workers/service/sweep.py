@@ -25,7 +25,7 @@ from prometheus_client import Histogram
 
 from pyccm.protocol.views import Node, Service
 from pyccm.provider.errors import RetryAfter
-from pyccm.provider.interface import NodeSelector, selects
+from pyccm.provider.interface import LoadBalancers, NodeSelector, selects
 from pyccm.workers.runtime.clock import Clock
 from pyccm.workers.runtime.controller import Obj
 from pyccm.workers.runtime.replica import Replica
@@ -68,6 +68,17 @@ class Backends:
     version: int = 0
 
 
+@dataclass(frozen=True)
+class Members:
+    """The backends a Service sync gives its load balancer: how many sweeps had started
+    when it took them (for `NodeSweep.catch_up`), the backend set, and the Service's node
+    selector's pick of it (`picked`: what the ledger records as given)."""
+
+    sweeps: int
+    backends: Backends
+    picked: frozenset[BackendId]
+
+
 @dataclass
 class Selections:
     """The backends each node selector picks from the backend set of one version,
@@ -103,13 +114,13 @@ class NodeSweep:
         ledger: Ledger,
         clock: Clock,
         owned: Callable[[], Iterable[Service]],
-        selector_of: Callable[[Service], NodeSelector],
+        load_balancers: LoadBalancers,
     ) -> None:
         self._replica = replica
         self._ledger = ledger
         self._clock = clock
         self._owned = owned
-        self._selector_of = selector_of
+        self._lbs = load_balancers
         self._lock = threading.Lock()
         # The backend node set, recomputed only after a node change that can alter it.
         self._version = 0
@@ -232,6 +243,12 @@ class NodeSweep:
         if missed:
             self._enqueue(key)
 
+    def members(self, service: Service) -> Members:
+        """The backends for a sync of `service`, the sweep count read first."""
+        sweeps = self.sweeps()
+        backends = self.backend_set()
+        return Members(sweeps=sweeps, backends=backends, picked=self.selection(service, backends))
+
     def backend_set(self) -> Backends:
         with self._lock:
             version = self._version
@@ -250,7 +267,7 @@ class NodeSweep:
 
     def selection(self, service: Service, backends: Backends) -> frozenset[BackendId]:
         """The backends the Service's node selector picks: the whole set without one."""
-        selector = self._selector_of(service)
+        selector = self._lbs.node_selector(service=service)
         if not selector:
             return backends.ids
         with self._lock:
