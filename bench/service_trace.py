@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 from pyccm.protocol.views import Node
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.settings import ProviderSettings
-from pyccm.sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
+from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.support.lb import nodes
 from tests.support.service_trace import Cloud, fake_cloud, normalized, run, scenario
 from tests.support.services import harness

@@ -17,7 +17,6 @@ from pyccm.protocol.messages import (
     SessionId,
 )
 from pyccm.protocol.views import Service
-from pyccm.provider.fake import FakeCloud
 from pyccm.workers.runtime.clock import FakeClock
 from pyccm.workers.runtime.replica import Replica
 from pyccm.workers.service import events
@@ -42,6 +41,7 @@ from pyccm.workers.service.plan import (
 )
 from pyccm.workers.service.policy import FINALIZER, backend_id
 from pyccm.workers.service.sweep import Backends, Members, NodeSweep
+from pyccm_sim.fake_provider import FakeCloud
 from tests.support.nodes import DELETED_AT
 from tests.support.services import make_node, make_service
 
