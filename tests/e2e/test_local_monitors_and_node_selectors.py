@@ -1,4 +1,4 @@
-"""Issue 14, items 4 and 5, in the real process tree against both simulators.
+"""Two of docs/features.md#beyond-upstream in the real process tree against both simulators.
 
 * An `externalTrafficPolicy: Local` Service gets an HTTP health monitor on its
   `healthCheckNodePort` without asking (kubernetes/cloud-provider-openstack#2866); with its
