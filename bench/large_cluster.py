@@ -1,4 +1,4 @@
-"""The whole tree at large-cluster scale (issue 12): `python -m bench.large_cluster [--quick]`.
+"""The whole tree at large-cluster scale: `python -m bench.large_cluster [--quick]`.
 
 Both simulators and the real supervisord tree (manager + node, lifecycle, service and route
 workers). The kube simulator holds `--nodes` Nodes (kubelet-registered, uninitialized,
