@@ -22,7 +22,8 @@ from tests.docs.markdown import anchors
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHITECTURE = REPO / "docs" / "architecture.md"
-TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".sh", ".txt", ".conf", ".in"}
+# "" is a script or dotfile without a suffix (.ci/run, .importlinter).
+TEXT_SUFFIXES = {"", ".py", ".md", ".sh", ".txt", ".conf", ".ini", ".toml", ".json", ".yaml"}
 TOP_FILES = (
     "README.md",
     "Makefile",
