@@ -1,4 +1,4 @@
-"""What a cloud-config reload costs a worker (issue 14, item 8).
+"""What a cloud-config reload costs a worker (docs/features.md#reload-cloudconf-without-a-restart).
 
     .venv/bin/python -m bench.cloud_config_reload [--rounds N]
 

@@ -1,4 +1,4 @@
-"""End-to-end initialization time (issue 5): `python -m bench.e2e_init`.
+"""End-to-end initialization time: `python -m bench.e2e_init`.
 
 N uninitialized nodes, a cloud whose every call takes `--latency-ms`, the real process
 tree under supervisord; measured from the moment the tree starts until every Node has a

@@ -1,4 +1,4 @@
-"""The fault suite (issue 15): `make faults` (`python -m bench.faults [--quick]`).
+"""The fault suite: `make faults` (`python -m bench.faults [--quick]`).
 
 Both simulators and **two** supervisord trees (manager + node, lifecycle, service and route
 workers each) sharing one Lease, the way two replicas of the pod run in a cluster. Each

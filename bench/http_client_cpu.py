@@ -9,7 +9,7 @@ Each round measures, alternating in the same process:
 * the client as pyccm builds it: `OpenStackClient.call` (throttle, metrics, retries, error
   mapping) on urllib3 directly (`provider/openstack/connection.py`);
 * the baseline: the same GET through a keystoneauth `Adapter` (the stack every call took
-  until issue 22: keystoneauth → requests → urllib3) with the same credentials, without
+  until the lean tree: keystoneauth → requests → urllib3) with the same credentials, without
   pyccm's layer on top, so the ratio understates the gain.
 
 It prints the median CPU per call of each and their ratio.

@@ -1,4 +1,4 @@
-"""The image's size and the tree's memory inside it (`python -m bench.image`, issue 24).
+"""The image's size and the tree's memory inside it (`python -m bench.image`).
 
 Reads the OCI archive `make image` saved (build/pyccm-image.oci.tar): its size, its layers
 (compressed, as a registry stores them) and the root file system they make (apparent

@@ -1,4 +1,4 @@
-"""The whole tree at large-cluster scale (issue 12): `python -m bench.large_cluster [--quick]`.
+"""The whole tree at large-cluster scale: `python -m bench.large_cluster [--quick]`.
 
 Both simulators and the real supervisord tree (manager + node, lifecycle, service and route
 workers). The kube simulator holds `--nodes` Nodes (kubelet-registered, uninitialized,
@@ -35,7 +35,7 @@ every call after `--latency-ms` and keeps Octavia objects PENDING for
    per NotReady node, one node at a time) as a same-run baseline.
 
 The field's own measures, as kubernetes/perf-tests' clusterloader2 `l4lb` test defines
-them (shared/reference/upstream-metrics.md), p50 / p90 / p99 (nearest rank) over the LB
+them, p50 / p90 / p99 (nearest rank) over the LB
 Services: **ServiceCreationLatency**, a LoadBalancer Service created → its
 `status.loadBalancer.ingress` set, here in phase 1 (the Services exist before the tree
 starts, so each one's clock starts with the tree; seen by phase 1's polls, `--poll`

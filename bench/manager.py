@@ -1,4 +1,4 @@
-"""Benchmarks of the manager's hot paths (issue 5): `python -m bench.manager`.
+"""Benchmarks of the manager's hot paths: `python -m bench.manager`.
 
 1. Cache decode: 5,000 nodes of the seeded shape, decoded from the same JSON bytes by the
    lean msgspec views and by the `kubernetes` client's OpenAPI models; the ratio matters.

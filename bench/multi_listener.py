@@ -8,7 +8,7 @@ amphora's provisioning time):
 
 * **create**: a new Service with `--ports` TCP ports on `--nodes` nodes;
 * **node joins**: one more node, so every one of the Service's pools gains a member: the
-  reconcile upstream users find slow with many listeners (cloud-provider-openstack#2858).
+  reconcile upstream users find slow with many listeners (kubernetes/cloud-provider-openstack#2858).
 
 pyccm: its provider (`OctaviaLoadBalancers.ensure` / `.update`), called again after each
 `RetryAfter` delay as the worker's queue would, until it returns. Upstream's algorithm,

@@ -1,4 +1,4 @@
-"""Service sync at scale (issue 6): `python -m bench.service_scale`.
+"""Service sync at scale: `python -m bench.service_scale`.
 
 N LoadBalancer Services seeded in the kube simulator, an OpenStack simulator whose every
 call takes `--latency-ms` and whose Octavia objects stay PENDING_* for
@@ -563,7 +563,7 @@ def _delete_all(kube: Kube, cloud: Cloud, *, settings: Settings) -> float:
 
 # --- the same-run baseline: upstream's algorithm ---------------------------------------------
 
-# Upstream's wait for ACTIVE after a write (reference §3.8): 1 s, then x1.2, 23 polls.
+# Upstream's wait for ACTIVE after a write (docs/upstream.md#waiting): 1 s, then x1.2, 23 polls.
 UPSTREAM_FIRST_WAIT = 1.0
 UPSTREAM_WAIT_FACTOR = 1.2
 UPSTREAM_POLLS = 23
@@ -762,7 +762,7 @@ def bucket_cap(config: Config, samples: list[Run], *, n: int) -> float:
 
 
 def ideal_speedup(config: Config, samples: list[Run], *, n: int, base: float) -> float:
-    """Linear in concurrency until the token buckets' cap (issue 6's yardstick)."""
+    """Linear in concurrency until the token buckets' cap (the first published run's yardstick)."""
     return min(float(config.concurrency), bucket_cap(config, samples, n=n) * base / n)
 
 

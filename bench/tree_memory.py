@@ -1,4 +1,4 @@
-"""What the tree's memory is made of (issue 22, "a lean tree"): `python -m bench.tree_memory`.
+"""What the tree's memory is made of: `python -m bench.tree_memory`.
 
 Measures, changes nothing. Two parts:
 
@@ -90,7 +90,7 @@ LADDER: tuple[tuple[str, str], ...] = (
         "importlib.metadata, prometheus_client, urllib3, msgspec, zmq, argparse, logging",
     ),
     ("asyncio (no longer loaded)", "asyncio"),
-    # The libraries the tree no longer loads (issue 22), for scale.
+    # The libraries the tree no longer loads, for scale.
     ("keystoneauth1 + requests (no longer loaded)", "keystoneauth1.identity, requests"),
     ("openstack (loaded only to read a clouds.yaml)", "openstack"),
     ("kubernetes.client (no longer loaded)", "kubernetes.client"),

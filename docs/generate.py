@@ -536,8 +536,6 @@ def _section_docs(keys: list[ConfKey]) -> list[str]:
         if dataclasses.is_dataclass(cls) and (cls.__doc__ or "").startswith("`[")
     ]
     sections = dict.fromkeys(k.section.split()[0] for k in keys)
-    # `(reference §n)` points into the founding brief, which is not in the repository.
-    docs = [re.sub(r"\s*\(reference §[\d.]+\)", "", d) for d in docs]
     heads = {name: (f"`[{name}]", f'`[{name} "') for name in sections}
     return [f"- {d}" for name in sections for d in docs if d.startswith(heads[name])]
 

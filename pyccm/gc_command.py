@@ -1,5 +1,5 @@
 """`pyccm gc`: the cloud resources this cluster owns that no live Service accounts for
-(upstream #3145), listed, and deleted only when asked.
+(kubernetes/cloud-provider-openstack#3145), listed, and deleted only when asked.
 
 Only what carries this cluster's id is ever listed (`LoadBalancers.owned`), and a deletion
 reads each resource again and checks the id before it writes: a resource of another

@@ -6,8 +6,7 @@
 
 This is test infrastructure for pyccm's conformance tier, not product code: it hosts the
 real WSGI apps of Keystone, Neutron, Octavia and Nova (2024.1 to 2026.2, see
-`conformance/requirements/`) on 127.0.0.1 the way
-`shared/reference/real-openstack.md` found to work on sqlite:
+`conformance/requirements/`) on 127.0.0.1, on sqlite:
 
 * one threaded wsgiref server per service with **one lock around every request** (sqlite
   is only stable one request at a time), writing an access log of JSON lines (method,

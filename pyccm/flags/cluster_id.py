@@ -1,4 +1,4 @@
-"""`--cluster-id`: which cluster a process works for (upstream #3102).
+"""`--cluster-id`: which cluster a process works for (kubernetes/cloud-provider-openstack#3102).
 
 The id marks every cloud resource pyccm creates, so two clusters that share a
 `--cluster-name` never take each other's load balancers. By default it is the

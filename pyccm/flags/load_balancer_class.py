@@ -1,4 +1,5 @@
-"""Which Services' `spec.loadBalancerClass` a pyccm tree claims (upstream #2598).
+"""Which Services' `spec.loadBalancerClass` a pyccm tree claims
+(kubernetes/cloud-provider-openstack#2598).
 
 Upstream's service controller handles only Services without a class; a Service with one
 belongs to another controller and is ignored entirely. `--load-balancer-class NAME` makes

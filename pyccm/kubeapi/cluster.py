@@ -2,9 +2,10 @@
 
 `--cluster-name` is an operator's choice and two clusters may share it; the UID of a
 namespace every cluster has, and nobody deletes, is unique per cluster and stable for its
-life. pyccm writes it into the tags of every cloud resource it creates (upstream #3102),
-so a process with Kubernetes access (the manager, a standalone worker, `pyccm gc`, `pyccm
-plan`) reads it once at start; the manager hands it to its workers over the bus.
+life. pyccm writes it into the tags of every cloud resource it creates
+(kubernetes/cloud-provider-openstack#3102), so a process with Kubernetes access (the manager, a
+standalone worker, `pyccm gc`, `pyccm plan`) reads it once at start; the manager hands it to its
+workers over the bus.
 """
 
 from __future__ import annotations

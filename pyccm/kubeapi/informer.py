@@ -1,4 +1,4 @@
-"""List-then-watch of one resource into a sink, losing no change (SPEC "informers").
+"""List-then-watch of one resource into a sink, losing no change.
 
 The loop: a paginated list (`limit`/`continue`) replaces the sink's contents, then a watch
 from the list's resourceVersion with bookmarks and a randomised server timeout applies

@@ -1,4 +1,6 @@
-"""The one writer: applies workers' actions to the API with the right verb (SPEC "writer").
+"""The one writer: applies workers' actions to the API with the right verb.
+
+docs/architecture.md#design-one-writer says why there is one.
 
 Every node or service write is a read, a pure edit of what was read, and a patch that
 carries the resourceVersion it was computed from, so a concurrent change makes the API

@@ -1,4 +1,6 @@
-"""/healthz, /livez, /readyz and /metrics for the manager, over HTTPS (SPEC "http").
+"""/healthz, /livez, /readyz and /metrics for the manager, over HTTPS.
+
+Authentication and authorization as upstream: docs/operator-guide.md#metrics.
 
 `/healthz` (and `/livez`, the same checks, as upstream) runs the leader-election watchdog and
 one check per expected worker, which fails when that worker has been silent for three

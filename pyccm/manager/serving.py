@@ -81,7 +81,7 @@ CURVE_ID_MAX = 65535
 
 @dataclass(frozen=True)
 class ServingSettings:
-    # Upstream's default is 0.0.0.0; ours stays loopback (SPEC "http") so that a manager
+    # Upstream's default is 0.0.0.0; ours stays loopback so that a manager
     # started by hand exposes nothing; the manifests set 0.0.0.0.
     bind_address: str = "127.0.0.1"
     # Upstream's --secure-port (CloudControllerManagerPort); 0 serves nothing.

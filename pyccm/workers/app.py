@@ -1,6 +1,6 @@
 """Builds and runs one worker process from its flags.
 
-The order is what makes a bad configuration fail at once (issue 20): the controller's flags
+The order is what makes a bad configuration fail at once: the controller's flags
 (its spec's `prepare`), the bus flags and the provider's configuration are all checked
 before the worker asks anyone anything; only then may it wait for the manager (the cluster
 id), build its controller and start. Nothing here knows a controller by name: each one's

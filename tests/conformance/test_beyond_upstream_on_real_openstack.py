@@ -1,15 +1,15 @@
 """Two of docs/features.md#beyond-upstream rows on the real services, where they had only met
 the OpenStack simulator before:
 
-* dual-stack Services (upstream #1937): on a network of its own with an IPv4 and an IPv6
-  subnet (created here, removed at the end: the session's cloud stays IPv4-only for the
-  other tests), a RequireDualStack Service gets ONE load balancer whose VIP port holds an
-  address of each family (the real Octavia's `additional_vips`, API 2.26), pools with the
-  nodes of both families, a floating IP on the IPv4 VIP only, both addresses in its
-  ingress; deleting it leaves nothing. On the session's IPv4-only network it is refused
-  before any write;
+* dual-stack Services (kubernetes/cloud-provider-openstack#1937): on a network of its own with an
+  IPv4 and an IPv6 subnet (created here, removed at the end: the session's cloud stays IPv4-only for
+  the other tests), a RequireDualStack Service gets ONE load balancer whose VIP port holds an
+  address of each family (the real Octavia's `additional_vips`, API 2.26), pools with the nodes of
+  both families, a floating IP on the IPv4 VIP only, both addresses in its ingress; deleting it
+  leaves nothing. On the session's IPv4-only network it is refused before any write;
 * `externalTrafficPolicy: Local` Services get an HTTP monitor on their
-  `healthCheckNodePort` unasked (upstream #2866), unless their annotation says "false".
+  `healthCheckNodePort` unasked (kubernetes/cloud-provider-openstack#2866), unless their annotation
+  says "false".
 
 The provider's own code (what the service worker runs) against the real cloud, as in
 test_cluster_ownership_on_real_openstack.py; what it did is read back from the real

@@ -1,8 +1,8 @@
-"""A rotated password put in force by a reload of `cloud.conf`, on the real Keystone (issue 14
-item 8): the operator changes the account's password in Keystone, then the Secret holding
-`cloud.conf`; the provider's next `reload_config()` builds a new connection, which
-authenticates with the new password, and its calls succeed. The old password no longer
-works anywhere, and neither password appears in an error.
+"""A rotated password put in force by a reload of `cloud.conf`, on the real Keystone
+(docs/features.md#reload-cloudconf-without-a-restart): the operator changes the account's password
+in Keystone, then the Secret holding `cloud.conf`; the provider's next `reload_config()` builds a
+new connection, which authenticates with the new password, and its calls succeed. The old password
+no longer works anywhere, and neither password appears in an error.
 
 Its own user (`rotator`, in the tenant's project), so the shared `ccm` account that the
 other tests' trees use keeps its password.

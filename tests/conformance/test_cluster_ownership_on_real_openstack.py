@@ -1,8 +1,8 @@
-"""Ownership by cluster id on the real services (upstream #3102, #3145): the tags pyccm
-writes round-trip through the real Octavia (a create's `tags`) and Neutron (the tags PUT
-after a floating IP's create), the real `tags` filters find them, a second cluster of the
-same name writes nothing to them, and `delete_owned` (what `pyccm gc --yes` calls) removes
-them.
+"""Ownership by cluster id on the real services (kubernetes/cloud-provider-openstack#3102,
+kubernetes/cloud-provider-openstack#3145):
+the tags pyccm writes round-trip through the real Octavia (a create's `tags`) and Neutron (the tags
+PUT after a floating IP's create), the real `tags` filters find them, a second cluster of the same
+name writes nothing to them, and `delete_owned` (what `pyccm gc --yes` calls) removes them.
 """
 
 from __future__ import annotations

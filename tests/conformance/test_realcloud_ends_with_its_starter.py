@@ -1,5 +1,5 @@
 """`python -m tests.conformance.realcloud DIR`, the stack to poke at by hand, takes its real
-Keystone, Neutron, Octavia and Nova with it however it ends (issue 20): it stopped them
+Keystone, Neutron, Octavia and Nova with it however it ends: it once stopped them
 on Ctrl-C only, and a SIGTERM left all four serving."""
 
 from __future__ import annotations

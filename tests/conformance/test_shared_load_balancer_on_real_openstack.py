@@ -1,5 +1,5 @@
-"""A Service refused a shared load balancer writes nothing to the real cloud (issue 20,
-defect 3), as tests/provider_lb/test_refused_shared_load_balancer_users.py shows on the
+"""A Service refused a shared load balancer writes nothing to the real cloud,
+as tests/provider_lb/test_refused_shared_load_balancer_users.py shows on the
 simulator.
 
 With `max-shared-lb = 3`, Service a owns a load balancer (port 80), b shares it (8080) and

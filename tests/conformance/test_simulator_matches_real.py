@@ -3,7 +3,8 @@
 For each request pyccm makes (or whose answer it relies on), both sides must agree on the
 status code, on the error wording pyccm keys on, and on the presence and JSON type of every
 field pyccm decodes (the fields of its msgspec views in `provider/`). A difference is a
-simulator bug, or one listed with its reason in `sim/openstack/README.md`.
+simulator bug, or one listed with its reason in
+`sim/pyccm_sim/openstack/README.md#differences-from-the-real-services-we-keep`.
 
 The simulator models the newest release (`NEWEST`). Where an older release's services answer
 otherwise (docs/openstack-releases.md, "Differences"), a test states each release's answer

@@ -1,5 +1,5 @@
 """Taking over from upstream's openstack-cloud-controller-manager (v1.36) with zero churn, and
-handing back, on the real Keystone, Nova, Neutron and Octavia (issue 23).
+handing back, on the real Keystone, Nova, Neutron and Octavia (docs/migration.md).
 
 `what_upstream_left` (tests/provider_lb/test_takeover_from_upstream.py) builds with
 openstacksdk what the Go controller leaves for a cluster: three load balancers (one with two

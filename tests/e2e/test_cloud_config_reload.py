@@ -1,6 +1,6 @@
-"""Issue 14, item 8, in the real process tree against both simulators: the workers follow a
-change of `cloud.conf` without a restart (upstream reads it once: cloud-provider-openstack
-#2284, kubernetes/kubernetes#62376).
+"""docs/features.md#reload-cloudconf-without-a-restart in the real process tree against both
+simulators: the workers follow a change of `cloud.conf` without a restart (upstream reads it
+once: kubernetes/cloud-provider-openstack#2284, kubernetes/kubernetes#62376).
 
 `cloud.conf` is mounted as Kubernetes mounts a Secret (`cloud.conf -> ..data/cloud.conf`,
 `..data -> ..<version>`), and every change is published as the kubelet publishes one: a new

@@ -1,6 +1,7 @@
-"""Issue 14, item 7 (upstream #2598): two pyccm service controllers side by side on the same
-cluster and cloud, each claiming its own `spec.loadBalancerClass`, converge their own
-Services and never touch the other's, nor a Service of a class neither claims.
+"""`spec.loadBalancerClass` (kubernetes/cloud-provider-openstack#2598): two pyccm service
+controllers side by side on the same cluster and cloud, each claiming its own
+`spec.loadBalancerClass`, converge their own Services and never touch the other's, nor a Service of
+a class neither claims.
 
 Controller A is the whole tree (manager + workers) with `--load-balancer-class
 pyccm.io/a`: it claims class a and Services without a class, through the manager's service

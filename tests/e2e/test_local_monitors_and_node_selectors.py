@@ -1,8 +1,8 @@
-"""Issue 14, items 4 and 5, in the real process tree against both simulators.
+"""Two of docs/features.md#beyond-upstream in the real process tree against both simulators.
 
 * An `externalTrafficPolicy: Local` Service gets an HTTP health monitor on its
-  `healthCheckNodePort` without asking (upstream #2866); with its annotation
-  `enable-health-monitor: "false"` it gets none and one Warning event, however many syncs
+  `healthCheckNodePort` without asking (kubernetes/cloud-provider-openstack#2866); with its
+  annotation `enable-health-monitor: "false"` it gets none and one Warning event, however many syncs
   follow; an ETP Cluster Service gets no monitor, as before.
 * A label change on a Node moves it into or out of the pools of exactly the Services whose
   `node-selector` it now matches or no longer matches (kubernetes/kubernetes#133165): one

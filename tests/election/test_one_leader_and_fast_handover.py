@@ -114,7 +114,7 @@ def test_a_leader_whose_lease_is_taken_over_loses_and_leaves_it_alone(kube: Kube
 
 
 def test_a_leader_still_starting_up_keeps_renewing(kube: KubeSimHandle) -> None:
-    # Issue 15 item 3: the new leader's start-up (cache sync, retried while every LIST
+    # The new leader's start-up (cache sync, retried while every LIST
     # fails) ran on the elector's thread, so renewals stopped and the Lease was lost.
     lost = threading.Event()
     release = threading.Event()

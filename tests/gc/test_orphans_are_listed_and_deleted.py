@@ -1,6 +1,6 @@
-"""`pyccm gc` (upstream #3145): lists what this cluster owns and no live Service accounts
-for, deletes it only with `--yes`, never touches another cluster's or an untagged resource,
-works with `--cluster-id` alone after the cluster is gone, and reports what it could not
+"""`pyccm gc` (kubernetes/cloud-provider-openstack#3145): lists what this cluster owns and no live
+Service accounts for, deletes it only with `--yes`, never touches another cluster's or an untagged
+resource, works with `--cluster-id` alone after the cluster is gone, and reports what it could not
 delete (exit 1)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`pyccm gc` and routes (issue 14 item 2): a route is this cluster's when it lies in a CIDR
+"""`pyccm gc` and routes: a route is this cluster's when it lies in a CIDR
 the cluster claims on the router (`pyccm-routes:<id>=<cidr>`, the route worker's tag).
 While the cluster lives, the routes of Nodes that are gone are orphans; once it is gone,
 every route it claims is, and its claims go with the last one. Another cluster's routes,

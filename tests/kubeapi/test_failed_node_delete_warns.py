@@ -1,4 +1,5 @@
-"""A failed Node DELETE records upstream's Warning `DeletingNodeFailed` (§1.2 step 4)."""
+"""A failed Node DELETE records upstream's Warning `DeletingNodeFailed`
+(pyccm/workers/lifecycle/README.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 NODE = "node-0000"
 
 # The CCM's role as a cluster whose operator dropped `delete` on nodes (the mistake of
-# cloud-provider-openstack#3165): everything the writer needs except the DELETE.
+# kubernetes/cloud-provider-openstack#3165): everything the writer needs except the DELETE.
 NO_NODE_DELETE = """
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole

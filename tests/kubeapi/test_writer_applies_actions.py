@@ -138,7 +138,7 @@ def test_a_stale_cached_node_conflicts_and_is_read_again(
 def test_a_writer_that_may_no_longer_write_sends_nothing_and_says_not_leader(
     kube: KubeSimHandle, client: KubeClient
 ) -> None:
-    # Issue 15 item 2: a manager that released its Lease kept draining queued writes while
+    # A manager that released its Lease kept draining queued writes while
     # the new leader wrote too. Once `may_write` says no, nothing more reaches the API.
     allowed = [True]
     writer = Writer(client=client, may_write=lambda: allowed[0])

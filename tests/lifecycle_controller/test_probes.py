@@ -1,4 +1,4 @@
-"""cloud-node-lifecycle decisions against the fake cloud (upstream §1.2)."""
+"""cloud-node-lifecycle decisions against the fake cloud (pyccm/workers/lifecycle/README.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""cloud-node sync decisions against the fake cloud (upstream §1.1)."""
+"""cloud-node sync decisions against the fake cloud (docs/upstream.md#cloud-node)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Everything the demo starts ends with the demo, however the demo ends (issue 20, defects 2
-and 5): `pyccm demo --keep` converges, its eight processes are recorded from /proc (both
+"""Everything the demo starts ends with the demo, however the demo ends:
+`pyccm demo --keep` converges, its eight processes are recorded from /proc (both
 simulators, supervisord, the manager, the node, lifecycle, service and route workers), the
 demo is signalled, and none of them may remain.
 

@@ -1,4 +1,4 @@
-"""`pyccm tree` (issue 20, defect 4): the production tree under supervisord with every optional
+"""`pyccm tree`: the production tree under supervisord with every optional
 setting defaulted. `supervisord -c supervisord.conf` alone stops at the first unset
 `PYCCM_*` ("Format string ... cannot be expanded"), optional ones included; the command
 needs only the cloud config, and a missing or bad setting is one line naming it, exit 2."""

@@ -1,8 +1,8 @@
-"""A running OpenStack provider re-reads `cloud.conf` when its content changes (issue 14,
-item 8): new `[LoadBalancer]` defaults apply to the next ensure, new credentials get a new
-Keystone session, `[Networking]` and `[Route]` apply to the next call; a bad file changes
-nothing and its error quotes no value. Checked against the simulator's objects and call
-log, with the same provider objects before and after (no restart)."""
+"""A running OpenStack provider re-reads `cloud.conf` when its content changes
+(docs/features.md#reload-cloudconf-without-a-restart): new `[LoadBalancer]` defaults apply to the
+next ensure, new credentials get a new Keystone session, `[Networking]` and `[Route]` apply to the
+next call; a bad file changes nothing and its error quotes no value. Checked against the simulator's
+objects and call log, with the same provider objects before and after (no restart)."""
 
 from __future__ import annotations
 

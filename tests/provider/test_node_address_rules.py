@@ -1,4 +1,5 @@
-"""The node address algorithm follows upstream's rules in upstream's order (reference §2.3)."""
+"""The node address algorithm follows upstream's rules in upstream's order
+(docs/upstream.md#node-addresses)."""
 
 from __future__ import annotations
 

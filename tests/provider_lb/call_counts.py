@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.provider_lb.call_counts
 
-Prints, for the four operations the reference compares (§3.14), how many Octavia and
+Prints, for the four operations docs/upstream.md#call-sequences compares, how many Octavia and
 Neutron calls pyccm makes (reads, writes) and over how many syncs, next to upstream's
 sequence with an Octavia that is ACTIVE at the first poll (upstream polls
 `GET /lbaas/loadbalancers/{id}` after every write; on a real cloud that is 10-20 GETs per
@@ -33,8 +33,8 @@ from pyccm_sim.openstack.calllog import Call
 from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.support.lb import nodes, service, with_annotations
 
-# Upstream (reference §3.14), default cloud.conf with subnet-id and floating-network-id,
-# tags supported, security groups unmanaged, one ACTIVE poll per write.
+# Upstream (docs/upstream.md#call-sequences), default cloud.conf with subnet-id and
+# floating-network-id, tags supported, security groups unmanaged, one ACTIVE poll per write.
 UPSTREAM = {
     # GET ?name, GET ?name=legacy, POST lb, GET lb (poll), GET listeners,
     # GET fips?port_id, POST fip, GET security-groups?name

@@ -1,5 +1,5 @@
-"""The cloud-call budget of the four operations the reference compares with upstream
-(§3.14): no more calls than upstream with an instantly ACTIVE Octavia, and far fewer on a
+"""The cloud-call budget of the four operations docs/upstream.md#call-sequences compares with
+upstream: no more calls than upstream with an instantly ACTIVE Octavia, and far fewer on a
 real one, where upstream polls after every write. `call_counts.py` prints the table."""
 
 from __future__ import annotations

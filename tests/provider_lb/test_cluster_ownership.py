@@ -1,7 +1,7 @@
-"""Ownership by cluster id (upstream #3102): two clusters with the same `--cluster-name`
-on one cloud never write each other's load balancers, floating IPs or security groups;
-an untagged load balancer with the upstream name is adopted and tagged once; a load
-balancer shared explicitly with `load-balancer-id` is still joined."""
+"""Ownership by cluster id (kubernetes/cloud-provider-openstack#3102): two clusters with the same
+`--cluster-name` on one cloud never write each other's load balancers, floating IPs or security
+groups; an untagged load balancer with the upstream name is adopted and tagged once; a load balancer
+shared explicitly with `load-balancer-id` is still joined."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Dual-stack Services (upstream #1937) on a cloud whose tenant network has an IPv4 and an
-IPv6 subnet: one load balancer with an additional VIP where Octavia has them (API 2.26),
-else one per family; members of each family; both addresses in the status; nothing left
-after deletion; an IPv6-only Service on an IPv4 `subnet-id` still gets an IPv6 VIP."""
+"""Dual-stack Services (kubernetes/cloud-provider-openstack#1937) on a cloud whose tenant network
+has an IPv4 and an IPv6 subnet: one load balancer with an additional VIP where Octavia has them (API
+2.26), else one per family; members of each family; both addresses in the status; nothing left after
+deletion; an IPv6-only Service on an IPv4 `subnet-id` still gets an IPv6 VIP."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """On an Octavia whose API version is below what a feature needs, pyccm refuses that one thing
 with a Warning that names the version the feature needs and the version this Octavia
-offers, and serves the rest (issue 23): the Service that asked for it is refused, or the
+offers, and serves the rest: the Service that asked for it is refused, or the
 one setting is ignored, while the Services that did not ask get their load balancers.
 
 The service controller runs on the Octavia provider and the OpenStack simulator, told to

@@ -1,5 +1,5 @@
 """`[LoadBalancerClass "x"]` takes `lb-provider`, `flavor-id` and `availability-zone` besides
-its network keys (upstream #2756: a provider per Service): the Service's
+its network keys (kubernetes/cloud-provider-openstack#2756: a provider per Service): the Service's
 `loadbalancer.openstack.org/class` chooses them, its own annotations still win, and the
 feature gates follow the class's provider (ovn: no HTTP monitors, no flavors)."""
 

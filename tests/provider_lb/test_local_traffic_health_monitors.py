@@ -1,7 +1,7 @@
 """An `externalTrafficPolicy: Local` Service gets an HTTP health monitor on its
-`healthCheckNodePort` without asking (upstream #2866: upstream's monitors are opt-in, so its
-load balancer keeps sending traffic to nodes without a local endpoint). Only the Service's
-own annotation `enable-health-monitor: "false"` turns it off, and then a Warning says what
+`healthCheckNodePort` without asking (kubernetes/cloud-provider-openstack#2866: upstream's monitors
+are opt-in, so its load balancer keeps sending traffic to nodes without a local endpoint). Only the
+Service's own annotation `enable-health-monitor: "false"` turns it off, and then a Warning says what
 that costs; `[LoadBalancer] create-monitor` (false by default) is not such a choice."""
 
 from __future__ import annotations

@@ -177,8 +177,8 @@ def test_managed_security_groups_open_the_node_ports_on_member_ports(
 def test_with_ovn_the_source_ranges_are_enforced_by_the_security_group(
     sim: OpenStackSimHandle, make_lbs: MakeLbs
 ) -> None:
-    # ovn has no allowed_cidrs but keeps client addresses: each source range becomes the
-    # remote prefix of the node-port rules (upstream §3.10), so the Service is created.
+    # ovn has no allowed_cidrs but keeps client addresses: each source range becomes the remote
+    # prefix of the node-port rules (docs/upstream.md#security-groups), so the Service is created.
     ovn = "lb-provider = ovn\nlb-method = SOURCE_IP_PORT\nmanage-security-groups = true"
     lbs = make_lbs(f"[LoadBalancer]\n{ovn}")
     svc = service(

@@ -1,4 +1,4 @@
-"""A Service refused a shared load balancer writes nothing to the cloud (issue 20, defect 3).
+"""A Service refused a shared load balancer writes nothing to the cloud.
 
 It used to be tagged on the load balancer before its ports were checked: the refused
 Service got its Warning, but its tag stayed, took a `max-shared-lb` slot and made the

@@ -1,5 +1,5 @@
-"""Service annotations and spec fields become Octavia settings (reference §3.2); bad values
-fall back to the default with a Warning event; features follow Octavia's API version."""
+"""Service annotations and spec fields become Octavia settings (docs/reference/annotations.md); bad
+values fall back to the default with a Warning event; features follow Octavia's API version."""
 
 from __future__ import annotations
 
@@ -318,7 +318,7 @@ def test_a_load_balancer_class_chooses_the_floating_subnet(
 def test_source_ranges_an_octavia_cannot_enforce_fail_the_sync_and_create_nothing(
     sim: OpenStackSimHandle, make_lbs: MakeLbs, version: str
 ) -> None:
-    # Upstream warns and creates the load balancer open to everyone (issue 15 item 4).
+    # Upstream warns and creates the load balancer open to everyone.
     sim.set_knobs(octavia_version=version)
     svc = service(ports=((80, 30080, "TCP"),), load_balancer_source_ranges=("10.1.0.0/16",))
     mark = sim.mark()
@@ -430,7 +430,7 @@ def test_a_tls_ref_on_an_sctp_port_is_refused_by_name(
 def test_unusable_values_get_a_warning_and_are_not_used(
     sim: OpenStackSimHandle, lbs: LoadBalancers, annotation: str, value: str
 ) -> None:
-    # Issue 15 item 9: these were silently used (a hostname written into the status
+    # These were silently used (a hostname written into the status
     # unchecked) or silently ignored.
     svc = service(ports=((80, 30080, "TCP"),), annotations={P + annotation: value})
 

@@ -1,5 +1,5 @@
-"""A `load-balancer-id` annotation naming a load balancer that does not exist (issue 15
-item 9): one with the Service's own name is used instead (the annotation pyccm wrote went
+"""A `load-balancer-id` annotation naming a load balancer that does not exist:
+one with the Service's own name is used instead (the annotation pyccm wrote went
 stale), otherwise the ensure fails and creates nothing; `get` and `ensure_deleted` find
 nothing and succeed."""
 

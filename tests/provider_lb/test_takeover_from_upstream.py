@@ -1,5 +1,5 @@
-"""Taking over from upstream's openstack-cloud-controller-manager (v1.36) and handing back
-(issue 23), on the OpenStack simulator.
+"""Taking over from upstream's openstack-cloud-controller-manager (v1.36) and handing back,
+on the OpenStack simulator (docs/migration.md).
 
 `what_upstream_left` builds, with openstacksdk alone, the cloud a Go controller leaves for a
 cluster: load balancers named `kube_service_<cluster>_<ns>_<name>` from one fully populated
@@ -61,7 +61,8 @@ CONNECTION_LIMIT = "loadbalancer.openstack.org/connection-limit"
 LB_METHOD = "loadbalancer.openstack.org/lb-method"
 FIP_MARK = "Floating IP for Kubernetes external service"
 SG_CONF = "[LoadBalancer]\nmanage-security-groups = true"
-# upstream's defaults (reference §1.3, §3.2): listener timeouts in ms, monitor numbers.
+# upstream's defaults (docs/reference/cloud-conf.md, docs/upstream.md#octavia-objects): listener
+# timeouts in ms, monitor numbers.
 TIMEOUTS = {
     "timeout_client_data": 50000,
     "timeout_member_connect": 5000,
@@ -405,8 +406,9 @@ def upstream_would_adopt(
     security_groups: bool,
 ) -> list[str]:
     """What upstream's EnsureLoadBalancer would change on this cloud, by the predicates its
-    code uses (reference §3.5-3.7, §3.10); [] = it takes the Services back without a write.
-    Each entry names the object and the predicate that fails."""
+    code uses (docs/upstream.md#octavia-objects and the two sections after it,
+    docs/upstream.md#security-groups); [] = it takes the Services back without a write. Each entry
+    names the object and the predicate that fails."""
     octavia, neutron = conn.load_balancer, conn.network
     problems: list[str] = []
     cidr = neutron.get_subnet(subnet_id).cidr
@@ -802,9 +804,9 @@ def test_a_local_traffic_service_gets_its_monitor_unless_its_annotation_says_fal
     sim: OpenStackSimHandle, make_lbs: MakeLbs, monitor_annotation: str
 ) -> None:
     """upstream serves an `externalTrafficPolicy: Local` Service without a monitor unless
-    asked (#2866); pyccm adds the HTTP monitor on its healthCheckNodePort on takeover (a
-    monitor create, then the members' `monitor_port`), and leaves it as upstream made it when
-    the Service says `enable-health-monitor: "false"`."""
+    asked (kubernetes/cloud-provider-openstack#2866); pyccm adds the HTTP monitor on its
+    healthCheckNodePort on takeover (a monitor create, then the members' `monitor_port`), and leaves
+    it as upstream made it when the Service says `enable-health-monitor: "false"`."""
     views, upstream_nodes = sim_nodes(sim, 3)
     left = what_upstream_left(
         sim.connection(),

@@ -1,4 +1,4 @@
-"""`--cluster-cidr` parsing and the route ownership rule (upstream §1.4 start conditions)."""
+"""`--cluster-cidr` parsing and the route ownership rule (pyccm/workers/route/README.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The nodes' NetworkUnavailable condition and FailedToCreateRoute events (upstream §1.4 step 7)."""
+"""The nodes' NetworkUnavailable condition and FailedToCreateRoute events
+(pyccm/workers/route/README.md#what-it-does)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Routes on the cloud router follow the nodes' podCIDRs and addresses (upstream §1.4)."""
+"""Routes on the cloud router follow the nodes' podCIDRs and addresses
+(pyccm/workers/route/README.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Two clusters routing through one Neutron router (upstream #3102 for routes): each tags
-the router with its claim (`pyccm-routes:<cluster-id>=<cidr>`), keeps its own routes, and
-never deletes a route another cluster's claim covers too; a router without any claim is
-handled as upstream's (migration). Against the OpenStack simulator, provider and
-controller in this process."""
+"""Two clusters routing through one Neutron router (kubernetes/cloud-provider-openstack#3102 for
+routes): each tags the router with its claim (`pyccm-routes:<cluster-id>=<cidr>`), keeps its own
+routes, and never deletes a route another cluster's claim covers too; a router without any claim is
+handled as upstream's (migration). Against the OpenStack simulator, provider and controller in this
+process."""
 
 from __future__ import annotations
 

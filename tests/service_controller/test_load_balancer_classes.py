@@ -1,7 +1,7 @@
-"""`--load-balancer-class NAME` (upstream #2598): pyccm claims the Services of that class as
-well as those without one (`--load-balancer-class-only`: only that class), and never
-touches a Service of any other class: no cloud call, no status, no finalizer. The manager's
-service view (and a standalone worker's) leaves such Services out; the controller checks
+"""`--load-balancer-class NAME` (kubernetes/cloud-provider-openstack#2598): pyccm claims the
+Services of that class as well as those without one (`--load-balancer-class-only`: only that class),
+and never touches a Service of any other class: no cloud call, no status, no finalizer. The
+manager's service view (and a standalone worker's) leaves such Services out; the controller checks
 again, so a worker given a wider view than its own claim still ignores them."""
 
 from __future__ import annotations

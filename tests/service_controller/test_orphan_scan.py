@@ -1,6 +1,6 @@
-"""`--orphan-scan-period` (upstream #3145): off by default; when on, one shard lists what
-the cluster owns and warns about each resource no live Service accounts for: a Warning
-event on the kube-system namespace and `pyccm_orphaned_resources{kind}`."""
+"""`--orphan-scan-period` (kubernetes/cloud-provider-openstack#3145): off by default; when on, one
+shard lists what the cluster owns and warns about each resource no live Service accounts for: a
+Warning event on the kube-system namespace and `pyccm_orphaned_resources{kind}`."""
 
 from __future__ import annotations
 

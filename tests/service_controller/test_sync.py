@@ -1,4 +1,5 @@
-"""service sync decisions against the fake cloud (upstream §1.3, and where pyccm differs)."""
+"""service sync decisions against the fake cloud (docs/upstream.md#service-controller,
+and where pyccm differs)."""
 
 from __future__ import annotations
 
@@ -235,7 +236,7 @@ def test_a_service_deleted_without_the_finalizer_still_loses_its_load_balancer(h
 def test_a_service_deleted_while_its_first_ensure_is_provisioning_loses_its_load_balancer(
     h: Harness,
 ) -> None:
-    # Issue 15 item 5: the first ensure created the LB and is waiting for ACTIVE; a user
+    # The first ensure created the LB and is waiting for ACTIVE; a user
     # strips the finalizer and deletes the Service. What this process created must go.
     h.cloud.set_lb_provisioning(syncs=1)
     h.put(make_service())

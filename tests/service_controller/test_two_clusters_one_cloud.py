@@ -1,6 +1,6 @@
 """Two clusters with the same `--cluster-name` and different cluster ids on one OpenStack
-(upstream #3102): each service controller converges its own Services, no cloud write of one
-touches the other's load balancers or floating IPs, and the second gets a
+(kubernetes/cloud-provider-openstack#3102): each service controller converges its own Services, no
+cloud write of one touches the other's load balancers or floating IPs, and the second gets a
 `LoadBalancerOwnedByAnotherCluster` Warning for the Service whose load balancer the first owns.
 """
 

@@ -1,8 +1,8 @@
 """A worker with a bad configuration says so in one line and exits 2, at once.
 
 No manager runs here: a worker that asked its manager for anything before checking its own
-configuration would wait forever instead (issue 20: the service worker asked for the cluster
-id first). The wait is bounded by `subprocess.run`'s timeout, so such a regression fails
+configuration would wait forever instead (the service worker once asked for the
+cluster id first). The wait is bounded by `subprocess.run`'s timeout, so such a regression fails
 with TimeoutExpired instead of hanging the suite.
 """
 

@@ -1,5 +1,5 @@
 """The limiters give client-go's delays, and each controller's limiter has upstream's numbers
-(upstream-cloud-provider.md §1.1, §1.3, §1.4)."""
+(tests/workqueue/README.md)."""
 
 from __future__ import annotations
 

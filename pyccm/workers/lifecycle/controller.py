@@ -1,4 +1,6 @@
-"""cloud-node-lifecycle: upstream §1.2, with one listing of the servers per period.
+"""cloud-node-lifecycle: upstream's, with one listing of the servers per period.
+
+What it does and where it differs: pyccm/workers/lifecycle/README.md.
 
 Every `--node-monitor-period` (5 s) the monitor looks at each node's Ready condition in
 the replica. A Ready node costs no cloud call: only its shutdown taint, if any, is

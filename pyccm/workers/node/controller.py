@@ -1,4 +1,6 @@
-"""cloud-node: upstream §1.1, with a Warning event that says why a node stays uninitialized.
+"""cloud-node: upstream's, with a Warning event that says why a node stays uninitialized.
+
+Upstream's rules: docs/upstream.md#cloud-node.
 
 Initialization and the address refresh ask the cloud about many nodes at once (batch.py).
 Keys: a node's name runs the initialization path (or, for an initialized node, the cheap

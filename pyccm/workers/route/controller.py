@@ -1,4 +1,6 @@
-"""route: upstream §1.4 (node-route-controller), watch-driven with a periodic safety net.
+"""route: upstream's node-route-controller, watch-driven with a periodic safety net.
+
+What it does, step by step: pyccm/workers/route/README.md#what-it-does.
 
 There is one key, `routes`: every reconcile lists the router's routes once and compares them
 with every node's podCIDRs, so per-node keys would only multiply the list calls. The key is
@@ -29,15 +31,15 @@ routes, and the sync fails so the runner backs off with the route limiter (one r
 creates wait `limit_retry_interval` (10 s) unless a delete in that reconcile made room, so a
 full router costs one refused call per 10 s however fast nodes churn.
 
-Two clusters may share a router (upstream #3102). Router routes carry no tags, so each
-reconcile first makes sure the router carries this cluster's claim of its CIDRs
-(`RouteClaims.claim`: the tag `pyccm-routes:<cluster-id>=<cidr>`, one call per tag and
-process; a failure is retried with backoff, 1 s doubling to 5 min, and never stops the
-routing). A route this reconcile would delete but another cluster's claim covers as well
-(an overlapping CIDR) is left alone: a Warning `RouteClaimedByAnotherCluster` on the Node
-whose podCIDR it is (at most every `limit_warning_interval`), or, without such a Node, one
-log line per route; `pyccm_routes_claimed_by_other_clusters` counts them. A router with no
-claim at all is upstream's, and routes on it are handled as before (migration).
+Two clusters may share a router (kubernetes/cloud-provider-openstack#3102). Router routes carry no
+tags, so each reconcile first makes sure the router carries this cluster's claim of its CIDRs
+(`RouteClaims.claim`: the tag `pyccm-routes:<cluster-id>=<cidr>`, one call per tag and process; a
+failure is retried with backoff, 1 s doubling to 5 min, and never stops the routing). A route this
+reconcile would delete but another cluster's claim covers as well (an overlapping CIDR) is left
+alone: a Warning `RouteClaimedByAnotherCluster` on the Node whose podCIDR it is (at most every
+`limit_warning_interval`), or, without such a Node, one log line per route;
+`pyccm_routes_claimed_by_other_clusters` counts them. A router with no claim at all is upstream's,
+and routes on it are handled as before (migration).
 """
 
 from __future__ import annotations

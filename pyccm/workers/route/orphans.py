@@ -1,5 +1,5 @@
 """Orphaned routes: routes this cluster claims on a router that no live Node accounts for
-(`pyccm gc`, issue 14 item 2).
+(`pyccm gc`: docs/features.md#pyccm-gc-orphaned-cloud-resources).
 
 The provider lists the routes inside the CIDRs this cluster claims on each router
 (`RouteOwnership.claimed_routers`). While the cluster lives, a route is accounted for when

@@ -1,6 +1,6 @@
 """Which cluster this process works for: `--cluster-id`, or the `kube-system` UID.
 
-The id marks every cloud resource pyccm creates (upstream #3102). A worker takes it from
+The id marks every cloud resource pyccm creates (its ownership tag). A worker takes it from
 `--cluster-id` (default `$PYCCM_CLUSTER_ID`); without one, a worker on the bus asks the
 manager (`workers.runtime.bus.ask_cluster_id`: the manager reads the UID, so workers never
 call the API server), and a standalone worker, `pyccm gc` and `pyccm plan` read the

@@ -1,7 +1,7 @@
 """Rate limiters for the work queue: how long a key waits before it is retried.
 
 They mirror client-go's `util/workqueue/default_rate_limiters.go` so that each controller retries
-with upstream's numbers (reference: upstream-cloud-provider.md §1):
+with upstream's numbers (tests/workqueue/README.md has them beside the queues):
 
 * cloud-node (queue `Nodes`): `default_controller_rate_limiter()`, the larger of a per-key
   exponential backoff (5 ms doubling to 1000 s) and an overall token bucket (10 qps, burst 100);
