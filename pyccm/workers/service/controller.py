@@ -1,4 +1,5 @@
-"""service: upstream §1.3, with every cloud operation on a Service serialized on its key.
+"""service: upstream's service controller (docs/upstream.md#service-controller), with every
+cloud operation on a Service serialized on its key.
 
 Upstream runs Service syncs on one queue and node-driven backend updates on another, so
 an `UpdateLoadBalancer` can race an `EnsureLoadBalancer` or a delete of the same Service.
@@ -55,9 +56,9 @@ class ServiceSettings:
     # default, only Services without a class.
     classes: LoadBalancerClasses = UNCLASSED
     # --orphan-scan-period: list what this cluster owns in the cloud this often and warn
-    # about what no Service accounts for (upstream #3145). Off (0) by default: it reads
-    # every load balancer, floating IP and security group the cluster owns; `pyccm gc`
-    # does the same on demand.
+    # about what no Service accounts for (kubernetes/cloud-provider-openstack#3145). Off (0)
+    # by default: it reads every load balancer, floating IP and security group the cluster
+    # owns; `pyccm gc` does the same on demand.
     orphan_scan_period: float = 0.0
 
 

@@ -65,7 +65,8 @@ def describe(error: Exception) -> str:
 
 def sync_failure_reason(error: Exception) -> str:
     """Upstream's `SyncLoadBalancerFailed`, except for a load balancer another cluster owns
-    (upstream #3102), whose Warning has a reason of its own and names that cluster."""
+    (kubernetes/cloud-provider-openstack#3102), whose Warning has a reason of its own and
+    names that cluster."""
     if isinstance(error, OwnedByAnotherCluster):
         return error.reason
     return "SyncLoadBalancerFailed"

@@ -1,6 +1,7 @@
-"""Orphans: cloud resources this cluster owns that no live Service accounts for (upstream
-#3145: load balancers and floating IPs left behind after a Service's or the cluster's
-deletion, a finalizer removed by hand, a worker killed mid-delete).
+"""Orphans: cloud resources this cluster owns that no live Service accounts for
+(kubernetes/cloud-provider-openstack#3145: load balancers and floating IPs left behind after
+a Service's or the cluster's deletion, a finalizer removed by hand, a worker killed
+mid-delete).
 
 The provider lists what carries this cluster's id (`LoadBalancers.owned`), each resource
 with the Services it was made for; a resource is accounted for while one of them still

@@ -1,7 +1,8 @@
 """Which nodes back a load balancer, and which shard owns a key.
 
-Pure functions of the lean views (upstream §1.3's predicates), kept apart from the sync so
-they can be read and tested on their own (`pyccm plan` and the benches use them too). What
+Pure functions of the lean views (upstream's predicates:
+docs/upstream.md#service-controller), kept apart from the sync so they can be read and
+tested on their own (`pyccm plan` and the benches use them too). What
 a Service wants, and what a sync must do about it, is `decision.py`.
 """
 
