@@ -19,7 +19,7 @@ split what they send (`batch.py`, and the member-less create in `octavia.py`).
 Octavia answers 409 to any write while the load balancer is PENDING_*, in two wordings:
 "Load Balancer <id> is immutable and cannot be updated." for a child (listener, pool,
 member, monitor) and "Invalid state PENDING_UPDATE of loadbalancer resource <id>" for a
-PUT or DELETE of the load balancer itself. `write` turns both into `RetryAfter` (upstream
+PUT or DELETE of the load balancer itself. `Api` turns both into `RetryAfter` (upstream
 would have blocked a thread polling for ACTIVE; the delay grows per load balancer with the
 transport's `Backoff`), so a sync stops where it is and the next one carries on from the
 cloud's state. Any other 409 (a duplicate listener port, ...) is a
@@ -157,7 +157,7 @@ class Resource(Generic[S]):
     allows: frozenset[Op]
     created: tuple[int, ...] = (201,)
     deleted: tuple[int, ...] = (204,)
-    # Octavia: a write is refused (409) while the load balancer is PENDING_*; `write` turns
+    # Octavia: a write is refused (409) while the load balancer is PENDING_*; `Api` turns
     # that into `RetryAfter` for the load balancer named by the call's `lb_id`.
     waits: bool = False
     # Bodies that can outgrow the cloud's limit: checked against the learned one first,
@@ -183,6 +183,7 @@ def _envelope_of(key: str, item: type[msgspec.Struct]) -> type[Any]:
     return msgspec.defstruct(f"{key}_envelope", [(key, item)], frozen=True)
 
 
+# Columns: name, service, path, key, collection, item, allows (then the non-defaults).
 _OCTAVIA: frozenset[Op] = frozenset({"list", "read", "create", "update", "delete"})
 LOADBALANCERS = Resource(
     "loadbalancer", "load-balancer", "/lbaas/loadbalancers", "loadbalancer", "loadbalancers",
@@ -346,14 +347,15 @@ class Api:
         self._sized(
             None,
             body,
-            lambda: self.write(
-                lb_id,
+            lambda: self._send(
+                MEMBERS,
                 "PUT",
                 MEMBERS.url(parent=pool_id),
-                request="member_batch_update",
+                "member_batch_update",
                 body=body,
                 params={"additive_only": "true"} if additive_only else None,
                 ok=(202,),
+                lb_id=lb_id,
             ),
         )
 
@@ -369,7 +371,7 @@ class Api:
             self.body_limit.refused(size)
             raise BodyTooLarge(str(exc), size=size) from exc
 
-    # --- the writes ------------------------------------------------------------------------------
+    # --- one call --------------------------------------------------------------------------------
     def _send(
         self,
         res: Resource[Any],
@@ -382,30 +384,14 @@ class Api:
         ok: tuple[int, ...] = (200,),
         lb_id: str = "",
     ) -> bytes:
-        if res.waits and lb_id:
-            return self.write(lb_id, method, path, request=request, body=body, params=params, ok=ok)
-        return self._client.call(
-            res.service, method, path, request=request, body=body, params=params, ok=ok
-        )
-
-    def write(
-        self,
-        lb_id: str,
-        method: str,
-        path: str,
-        *,
-        request: str,
-        body: Body | None = None,
-        params: Mapping[str, str] | None = None,
-        ok: tuple[int, ...] = (200,),
-    ) -> bytes:
-        """One Octavia write; a 409 while the load balancer is PENDING_* is `RetryAfter`."""
+        """One call of `res`. For a resource that `waits`, a 409 while the load balancer
+        `lb_id` is PENDING_* is `RetryAfter`."""
         try:
             return self._client.call(
-                "load-balancer", method, path, request=request, body=body, params=params, ok=ok
+                res.service, method, path, request=request, body=body, params=params, ok=ok
             )
         except CloudConflict as exc:
-            if is_busy(exc):
+            if res.waits and lb_id and is_busy(exc):
                 raise self.retry_later(lb_id, "is busy (HTTP 409)") from exc
             raise
 
