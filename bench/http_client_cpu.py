@@ -28,7 +28,7 @@ from keystoneauth1.identity import v3
 
 from bench.provider_on_sim import openstack_on_sim
 from pyccm import lifetime
-from pyccm.provider.openstack.connection import auth_method
+from pyccm.provider.openstack.transport.connection import auth_method
 
 
 def cpu_per_call_ms(call: Callable[[], object], calls: int) -> float:

@@ -50,7 +50,7 @@ conf = Path(sys.argv[1])
 VIA_CHILD = (
     PREAMBLE
     + """\
-from pyccm.provider.openstack.client import build_client
+from pyccm.provider.openstack.transport.client import build_client
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.settings import ProviderSettings
 settings = load_settings(conf, environ={})
@@ -71,7 +71,7 @@ IN_PROCESS = (
     PREAMBLE
     + """\
 from pyccm.provider.openstack.config import load_settings
-from pyccm.provider.openstack.connection import auth_method
+from pyccm.provider.openstack.transport.connection import auth_method
 g = load_settings(conf, environ={}).global_
 before = pss_kib()
 started = time.monotonic()

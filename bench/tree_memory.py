@@ -73,10 +73,10 @@ WORKER_MODULES = (
     "pyccm.workers.app",
     "pyccm.provider.openstack",
     "pyccm.provider.openstack.cloud",
-    "pyccm.provider.openstack.connection",
+    "pyccm.provider.openstack.transport.connection",
     "pyccm.provider.openstack.loadbalancer",
-    "pyccm.provider.openstack.routes",
-    "pyccm.provider.openstack.instances",
+    "pyccm.provider.openstack.routes.router",
+    "pyccm.provider.openstack.instances.nova",
     *(f"pyccm.workers.{name}.controller" for name in ("node", "lifecycle", "service", "route")),
 )
 MANAGER_MODULES = ("pyccm.cli", "pyccm.manager.cli", "pyccm.manager.app", "pyccm.manager.http")

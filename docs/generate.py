@@ -226,12 +226,12 @@ def _on_demand_metrics() -> Iterator[Metric]:
     """The families created per registry when first used, rather than at import."""
     from prometheus_client import CollectorRegistry
 
-    from pyccm.provider.openstack.client import ApiMetrics
+    from pyccm.provider.openstack.transport.client import ApiMetrics
     from pyccm.workers.runtime import queue
 
     api = ApiMetrics(CollectorRegistry())
     for collector in (api.requests, api.errors, api.duration):
-        yield _metric(collector, "pyccm.provider.openstack.client")
+        yield _metric(collector, "pyccm.provider.openstack.transport.client")
     families = queue._register_families(CollectorRegistry())
     for collector in vars(families).values():
         yield _metric(collector, "pyccm.workers.runtime.queue")

@@ -100,7 +100,7 @@ def test_a_worker_with_use_clouds_authenticates_without_loading_the_openstack_li
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from pyccm.provider.openstack.client import build_client\n"
+        "from pyccm.provider.openstack.transport.client import build_client\n"
         "from pyccm.provider.openstack.config import load_settings\n"
         "from pyccm.provider.settings import ProviderSettings\n"
         f"settings = load_settings(Path({str(conf)!r}), environ={{}})\n"

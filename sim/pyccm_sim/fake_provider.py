@@ -53,7 +53,7 @@ from pyccm.provider.interface import (
     Routes,
     selects,
 )
-from pyccm.provider.openstack.routes_claims import claimed_by, claims, claims_for
+from pyccm.provider.route_claims import claimed_by, claims, claims_for
 from pyccm.provider.settings import ProviderSettings
 
 FakeMethod = Literal[
@@ -153,7 +153,7 @@ class FakeCloud:
         self._servers: dict[str, FakeServer] = {}
         self._load_balancers: dict[str, FakeLoadBalancer] = {}
         self._routes: dict[str, str] = {}  # destination CIDR -> next hop
-        # The router's tags: `pyccm-routes` claims (provider.openstack.routes_claims).
+        # The router's tags: `pyccm-routes` claims (provider.route_claims).
         self._router_tags: list[str] = []
         self._addresses_allocated = 0
         self.calls: list[FakeCall] = []

@@ -42,7 +42,7 @@ from pyccm.protocol.views import (
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack import create_cloud
-from pyccm.provider.openstack.features import parse_version_list
+from pyccm.provider.openstack.common.features import parse_version_list
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud, per_release

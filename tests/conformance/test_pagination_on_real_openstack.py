@@ -41,7 +41,7 @@ from pyccm.protocol.views import (
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.openstack import create_cloud
 from pyccm.provider.openstack.cloud import OpenStackCloud
-from pyccm.provider.openstack.resources import Server
+from pyccm.provider.openstack.common.resources import Server
 from pyccm.provider.settings import ProviderSettings
 from tests.conformance.realcloud import RealCloud, per_release
 from tests.support.waiting import wait_for

@@ -23,8 +23,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from pyccm.provider.openstack.common.resources import Port, Server
 from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalancer, Member, Pool
-from pyccm.provider.openstack.resources import Port, Server
 from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim
 from tests.conformance.realcloud import NEWEST, OCTAVIA_MAX_BODY, RealCloud, per_release, release
 from tests.support.lb import octavia_flavor, octavia_zone

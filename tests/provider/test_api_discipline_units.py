@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from pyccm.provider.errors import ConfigError
-from pyccm.provider.openstack.client import TokenBucket, retry_after_seconds
+from pyccm.provider.openstack.common.features import OctaviaFeatures, parse_version_list
 from pyccm.provider.openstack.config import GlobalSettings
-from pyccm.provider.openstack.connection import auth_method
-from pyccm.provider.openstack.features import OctaviaFeatures, parse_version_list
+from pyccm.provider.openstack.transport.client import retry_after_seconds
+from pyccm.provider.openstack.transport.connection import auth_method
+from pyccm.provider.openstack.transport.pacing import TokenBucket
 
 
 class FakeClock:

@@ -16,10 +16,10 @@ from prometheus_client import CollectorRegistry
 
 from pyccm.provider.errors import CloudError, ConfigError
 from pyccm.provider.interface import ConfigChange, Instances, LoadBalancers, ReloadableCloud
-from pyccm.provider.openstack.client import build_client
 from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.reload import HIDDEN
+from pyccm.provider.openstack.transport.client import build_client
 from pyccm.provider.settings import ProviderSettings
 from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import ensure, nodes, service

@@ -19,11 +19,11 @@ import yaml
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from pyccm.provider.errors import CloudError
-from pyccm.provider.openstack.child import ChildError
-from pyccm.provider.openstack.client import OpenStackClient, build_client
 from pyccm.provider.openstack.config import load_settings
-from pyccm.provider.openstack.connection import keystone_question
-from pyccm.provider.openstack.keystone import RENEW_BEFORE, Keystone
+from pyccm.provider.openstack.transport.child import ChildError
+from pyccm.provider.openstack.transport.client import OpenStackClient, build_client
+from pyccm.provider.openstack.transport.connection import keystone_question
+from pyccm.provider.openstack.transport.keystone import RENEW_BEFORE, Keystone
 from pyccm.provider.settings import ProviderSettings
 from pyccm_sim.openstack.calllog import Seq
 from pyccm_sim.openstack.seed import APPCRED_CLOUD_NAME, CLOUD_NAME

@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pyccm.provider.errors import InvalidProviderId
-from pyccm.provider.openstack.instances import (
-    is_label_value,
-    parse_provider_id,
-    quote_meta,
-    sanitize_zone,
-)
+from pyccm.provider.openstack.common.provider_ids import parse_provider_id
+from pyccm.provider.openstack.instances.nova import is_label_value, quote_meta, sanitize_zone
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ items), asking the same endpoint with the link's marker."""
 
 from __future__ import annotations
 
-from pyccm.provider.openstack.resources import Port
+from pyccm.provider.openstack.common.resources import Port
 from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.openstack import SEED_NODES, MakeCloud
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from pyccm.provider.openstack.addresses import node_addresses
+from pyccm.provider.openstack.common.resources import FixedIp, Port, Server, ServerAddress
 from pyccm.provider.openstack.config import NetworkingSettings
-from pyccm.provider.openstack.resources import FixedIp, Port, Server, ServerAddress
+from pyccm.provider.openstack.instances.addresses import node_addresses
 
 
 def port(*ips: str, status: str = "ACTIVE", network: str = "net") -> Port:

@@ -10,7 +10,7 @@ import pytest
 
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import Route, Routes
-from pyccm.provider.openstack.routes import OpenStackRoutes, limit_refusal, stated_limit
+from pyccm.provider.openstack.routes.router import OpenStackRoutes, limit_refusal, stated_limit
 from pyccm_sim.openstack.calllog import Seq
 from pyccm_sim.openstack.testing import OpenStackSimHandle
 from pyccm_sim.scenario import seed_node

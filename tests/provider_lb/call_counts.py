@@ -24,10 +24,10 @@ from prometheus_client import CollectorRegistry
 from pyccm.protocol.views import Service
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
-from pyccm.provider.openstack.client import build_client
 from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
 from pyccm.provider.openstack.loadbalancer.verified import SETTLED
+from pyccm.provider.openstack.transport.client import build_client
 from pyccm.provider.settings import ProviderSettings
 from pyccm_sim.openstack.calllog import Call
 from pyccm_sim.openstack.testing import OpenStackSimHandle, running_openstack_sim

@@ -17,7 +17,7 @@ import pytest
 
 from pyccm.protocol.messages import RecordEvent
 from pyccm.protocol.views import Service
-from pyccm.provider.openstack.features import OctaviaFeatures
+from pyccm.provider.openstack.common.features import OctaviaFeatures
 from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.provider_lb.sharing import apply, lb_id_of, sharing
 from tests.support.lb import MakeLbs, nodes, one, service, writes

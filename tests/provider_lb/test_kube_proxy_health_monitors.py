@@ -12,7 +12,7 @@ from typing import Any
 
 from pyccm.protocol.views import Service
 from pyccm.provider.interface import LoadBalancers, ProviderEvent
-from pyccm.provider.openstack.features import OctaviaFeatures
+from pyccm.provider.openstack.common.features import OctaviaFeatures
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import (

@@ -8,7 +8,7 @@ import pytest
 
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
-from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.api import LOADBALANCERS, Api
 from pyccm_sim.openstack.testing import OpenStackSimHandle
 from tests.support.lb import ensure, nodes, one, service, vip_subnet, with_annotations, writes
 
@@ -60,13 +60,13 @@ def test_a_sync_makes_one_octavia_write_and_the_next_one_finishes_the_work(
 
 
 def test_octavias_409_while_busy_is_retry_after(sim: OpenStackSimHandle, api: Api) -> None:
-    created = api.create_lb({"name": "busy", "vip_subnet_id": vip_subnet(sim)})
+    created = api.create(LOADBALANCERS, {"name": "busy", "vip_subnet_id": vip_subnet(sim)})
     sim.settle()
     sim.stick_load_balancer(created.id)
 
     mark = sim.mark()
     with pytest.raises(RetryAfter):
-        api.update_lb_tags(created.id, ["x"])
+        api.update(LOADBALANCERS, created.id, {"tags": ["x"]}, lb_id=created.id)
 
     assert [(c.method, c.status) for c in sim.writes(since=mark)] == [("PUT", 409)]
 

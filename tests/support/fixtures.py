@@ -22,10 +22,10 @@ from prometheus_client import CollectorRegistry
 from pyccm.kubeapi.client import KubeClient, KubeSettings
 from pyccm.kubeapi.cluster import read_cluster_id
 from pyccm.provider.interface import LoadBalancers
-from pyccm.provider.openstack.client import build_client
 from pyccm.provider.openstack.cloud import OpenStackCloud
 from pyccm.provider.openstack.config import load_settings
-from pyccm.provider.openstack.loadbalancer.api import Api, PendingBackoff
+from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.transport.client import build_client
 from pyccm.provider.settings import ProviderSettings
 from pyccm_sim.kube.testing import KubeSimHandle, running_kube_sim
 from pyccm_sim.openstack.testing import OpenStackSimHandle
@@ -143,7 +143,7 @@ def api(sim: OpenStackSimHandle) -> Iterator[Api]:
         registry=CollectorRegistry(),
         sleep=lambda _: None,
     )
-    yield Api(client=client, backoff=PendingBackoff())
+    yield Api(client=client)
     client.close()
 
 

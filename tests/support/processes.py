@@ -68,8 +68,8 @@ def descendants(pid: int) -> set[Proc]:
 # authentication and clouds.yaml reading, the manager's self-signed certificate. Caught by a
 # listing at the wrong instant, they are not programs of the tree.
 SHORT_LIVED = (
-    "-m pyccm.provider.openstack.authenticate",
-    "-m pyccm.provider.openstack.clouds",
+    "-m pyccm.provider.openstack.transport.authenticate",
+    "-m pyccm.provider.openstack.transport.clouds",
     "-m pyccm.manager.certificate",
 )
 

@@ -29,9 +29,9 @@ def create_cloud(
     environment `cloud.conf` is read with (`OS_CCM_REGIONAL`)."""
     from prometheus_client import REGISTRY
 
-    from pyccm.provider.openstack.client import build_client
     from pyccm.provider.openstack.cloud import OpenStackCloud
     from pyccm.provider.openstack.config import load_settings
+    from pyccm.provider.openstack.transport.client import build_client
 
     openstack_settings = load_settings(settings.cloud_config, environ=environ)
     client = build_client(

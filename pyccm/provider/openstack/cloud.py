@@ -42,16 +42,16 @@ from pyccm.provider.interface import (
     RouteOwnership,
     Routes,
 )
-from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.common.features import CloudFeatures
 from pyccm.provider.openstack.config import LiveSettings, OpenStackSettings, load_settings
-from pyccm.provider.openstack.features import CloudFeatures
-from pyccm.provider.openstack.instances import OpenStackInstances
+from pyccm.provider.openstack.instances.nova import OpenStackInstances
 from pyccm.provider.openstack.reload import digest, without_values
-from pyccm.provider.openstack.routes import OpenStackRoutes
+from pyccm.provider.openstack.routes.router import OpenStackRoutes
+from pyccm.provider.openstack.transport.client import OpenStackClient
 from pyccm.provider.settings import ProviderSettings
 
 if TYPE_CHECKING:
-    from pyccm.provider.openstack.connection import Connection
+    from pyccm.provider.openstack.transport.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class OpenStackCloud:
         extensions = self.features.neutron_extensions()
         if not {"extraroute", "extraroute-atomic"} & extensions:
             return None
-        from pyccm.provider.openstack.routes_ownership import OpenStackRouteOwnership
+        from pyccm.provider.openstack.routes.ownership import OpenStackRouteOwnership
 
         return OpenStackRouteOwnership(
             client=self.client,

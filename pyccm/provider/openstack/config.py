@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from pyccm.provider.errors import ConfigError
-from pyccm.provider.openstack import child
 from pyccm.provider.openstack.gcfg import IniDocument, Section, parse_ini
 from pyccm.provider.openstack.reload import without_values
+from pyccm.provider.openstack.transport import child
 
 KNOWN_LB_PROVIDERS = ("amphora", "amphorav2", "f5", "octavia", "ovn")
 KNOWN_CONTAINER_STORES = ("barbican", "external")
 KNOWN_SEARCH_ORDER = ("configDrive", "metadataService")
 # The child that reads clouds.yaml (`clouds.py`): its module and its deadline (it reads
 # local files; the time is openstacksdk's import, about a second).
-CLOUDS = "pyccm.provider.openstack.clouds"
+CLOUDS = "pyccm.provider.openstack.transport.clouds"
 CLOUDS_DEADLINE = 60.0
 # Upstream's HTTP client timeout when `[Metadata] request-timeout` is unset or zero.
 DEFAULT_REQUEST_TIMEOUT = 60.0

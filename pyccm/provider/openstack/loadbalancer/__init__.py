@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyccm.provider.interface import LoadBalancers
-    from pyccm.provider.openstack.client import OpenStackClient
+    from pyccm.provider.openstack.common.features import CloudFeatures
     from pyccm.provider.openstack.config import LiveSettings
-    from pyccm.provider.openstack.features import CloudFeatures
+    from pyccm.provider.openstack.transport.client import OpenStackClient
     from pyccm.provider.settings import ProviderSettings
 
 

@@ -1,9 +1,15 @@
-"""The Octavia and Neutron REST calls of the load-balancer code, one method per call.
+"""The Octavia and Neutron REST calls of the load-balancer code, table-driven.
 
-Each method is one HTTP request through the process's `OpenStackClient` (throttled,
-measured as `<resource>_<op>`, errors mapped), so the call sequence of a sync reads like
-the reference's §3.14 and can be compared with upstream's call for call. openstacksdk has
-no method for the batch member update; here it is a plain `PUT /lbaas/pools/{id}/members`.
+Each collection the load balancers touch is one `Resource` row below (its path, its JSON
+keys, the struct an item decodes to, the operations it allows, the statuses a create and a
+delete answer, whether its writes wait on the load balancer's provisioning status), and
+`Api` has one generic `find` (list) / `get` / `create` / `update` / `delete` / `set_tags`. Each call
+is one HTTP request through the process's `OpenStackClient` (throttled, measured as
+`<resource>_<op>`, errors mapped), so the call sequence of a sync reads like the reference's
+§3.14 and can be compared with upstream's call for call. openstacksdk has no method for the
+batch member update; here it is a plain `PUT /lbaas/pools/{id}/members` (`replace_members`,
+`add_members`). A read of a missing object is `CloudNotFound` (`get_or_none`: None); a
+delete of a missing one is done already.
 
 Request bodies have a size limit (oslo.middleware's `max_request_body_size`, 114,688 bytes
 by default, answered 413 before anything is done). `BodyLimit` learns it from the first 413
@@ -13,50 +19,52 @@ split what they send (`batch.py`, and the member-less create in `octavia.py`).
 Octavia answers 409 to any write while the load balancer is PENDING_*, in two wordings:
 "Load Balancer <id> is immutable and cannot be updated." for a child (listener, pool,
 member, monitor) and "Invalid state PENDING_UPDATE of loadbalancer resource <id>" for a
-PUT or DELETE of the load balancer itself. `write` turns both into `RetryAfter` (upstream
-would have blocked a thread polling for ACTIVE), so a sync stops where it is and the next
-one carries on from the cloud's state. Any other 409 (a duplicate listener port, ...) is a
+PUT or DELETE of the load balancer itself. `Api` turns both into `RetryAfter` (upstream
+would have blocked a thread polling for ACTIVE; the delay grows per load balancer with the
+transport's `Backoff`), so a sync stops where it is and the next one carries on from the
+cloud's state. Any other 409 (a duplicate listener port, ...) is a
 real conflict and fails the sync.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 
 from pyccm.protocol.decoding import decode_json
 from pyccm.provider.errors import CloudConflict, CloudError, CloudNotFound, RetryAfter
-from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.common.ports import list_ports
+from pyccm.provider.openstack.common.resources import Network, Port
 from pyccm.provider.openstack.loadbalancer.resources import (
     FloatingIp,
-    FloatingIpEnvelope,
     HealthMonitor,
-    HealthMonitorEnvelope,
     Listener,
-    ListenerEnvelope,
     LoadBalancer,
-    LoadBalancerEnvelope,
     Member,
     Pool,
-    PoolEnvelope,
     Ref,
     SecurityGroup,
-    SecurityGroupEnvelope,
     SecurityGroupRule,
     Subnet,
-    SubnetEnvelope,
 )
-from pyccm.provider.openstack.resources import Network, Port
+from pyccm.provider.openstack.transport.client import OpenStackClient, Params
+from pyccm.provider.openstack.transport.connection import ServiceType
+from pyccm.provider.openstack.transport.pacing import Backoff
 
 log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
-T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
+# Listed by load balancer: an item that names the load balancers it belongs to.
+OfLb = TypeVar("OfLb", Listener, Pool)
+Op = Literal["list", "read", "create", "update", "delete", "tags"]
 ACTIVE = "ACTIVE"
 ERROR = "ERROR"
 PENDING_DELETE = "PENDING_DELETE"
@@ -79,25 +87,6 @@ def is_busy(conflict: CloudConflict) -> bool:
 
 def is_pending(lb: LoadBalancer) -> bool:
     return lb.provisioning_status.startswith("PENDING")
-
-
-class PendingBackoff:
-    """Per load balancer: how many syncs in a row found it PENDING_*, as a growing delay."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tries: dict[str, int] = {}
-
-    def retry(self, lb_id: str, why: str) -> RetryAfter:
-        with self._lock:
-            tries = self._tries.get(lb_id, 0)
-            self._tries[lb_id] = tries + 1
-        delay = min(MAX_RETRY, FIRST_RETRY * RETRY_FACTOR**tries)
-        return RetryAfter(f"load balancer {lb_id} {why}; retrying in {delay:.1f}s", delay=delay)
-
-    def clear(self, lb_id: str) -> None:
-        with self._lock:
-            self._tries.pop(lb_id, None)
 
 
 class BodyTooLarge(CloudError):
@@ -155,180 +144,191 @@ def body_size(body: Body) -> int:
     return len(msgspec.json.encode(body))
 
 
+@dataclass(frozen=True)
+class Resource(Generic[S]):
+    """One Octavia or Neutron collection, as the generic calls of `Api` use it."""
+
+    name: str  # the metric's `<resource>` (`loadbalancer` -> `loadbalancer_get`)
+    service: ServiceType
+    path: str  # the collection; `{parent}` is the pool of a member
+    key: str  # one item's JSON key (`{"loadbalancer": {...}}`)
+    collection: str  # a list's JSON key (`{"loadbalancers": [...]}`)
+    item: type[S]
+    allows: frozenset[Op]
+    created: tuple[int, ...] = (201,)
+    deleted: tuple[int, ...] = (204,)
+    # Octavia: a write is refused (409) while the load balancer is PENDING_*; `Api` turns
+    # that into `RetryAfter` for the load balancer named by the call's `lb_id`.
+    waits: bool = False
+    # Bodies that can outgrow the cloud's limit: checked against the learned one first,
+    # and a 413 teaches it (`BodyLimit`).
+    sized: bool = False
+
+    def url(self, ident: str = "", *, parent: str = "") -> str:
+        base = self.path.format(parent=parent)
+        return f"{base}/{ident}" if ident else base
+
+    def decode(self, content: bytes, request: str) -> S:
+        """The item of a `{key: item}` answer."""
+        try:
+            envelope = decode_json(content, _envelope_of(self.key, self.item))
+        except msgspec.DecodeError as exc:
+            raise CloudError(f"{request}: unexpected response body ({exc})") from exc
+        return cast(S, getattr(envelope, self.key))
+
+
+@functools.cache
+def _envelope_of(key: str, item: type[msgspec.Struct]) -> type[Any]:
+    """`{key: item}` as a msgspec Struct, built once per resource."""
+    return msgspec.defstruct(f"{key}_envelope", [(key, item)], frozen=True)
+
+
+# Columns: name, service, path, key, collection, item, allows (then the non-defaults).
+_OCTAVIA: frozenset[Op] = frozenset({"list", "read", "create", "update", "delete"})
+LOADBALANCERS = Resource(
+    "loadbalancer", "load-balancer", "/lbaas/loadbalancers", "loadbalancer", "loadbalancers",
+    LoadBalancer, _OCTAVIA, created=(201, 202), deleted=(202, 204), waits=True, sized=True,
+)  # fmt: skip
+LISTENERS = Resource(
+    "listener", "load-balancer", "/lbaas/listeners", "listener", "listeners",
+    Listener, _OCTAVIA, deleted=(202, 204), waits=True,
+)  # fmt: skip
+POOLS = Resource(
+    "pool", "load-balancer", "/lbaas/pools", "pool", "pools",
+    Pool, _OCTAVIA, deleted=(202, 204), waits=True,
+)  # fmt: skip
+MEMBERS = Resource(
+    "member", "load-balancer", "/lbaas/pools/{parent}/members", "member", "members",
+    Member, frozenset({"list", "create", "delete"}), deleted=(202, 204), waits=True,
+)  # fmt: skip
+HEALTH_MONITORS = Resource(
+    "healthmonitor", "load-balancer", "/lbaas/healthmonitors", "healthmonitor", "healthmonitors",
+    HealthMonitor, frozenset({"read", "create", "update", "delete"}), deleted=(202, 204),
+    waits=True,
+)  # fmt: skip
+FLOATING_IPS = Resource(
+    "floatingip", "network", "/floatingips", "floatingip", "floatingips",
+    FloatingIp, frozenset({"list", "create", "update", "delete", "tags"}),
+)  # fmt: skip
+SECURITY_GROUPS = Resource(
+    "security_group", "network", "/security-groups", "security_group", "security_groups",
+    SecurityGroup, frozenset({"list", "create", "delete", "tags"}),
+)  # fmt: skip
+SECURITY_GROUP_RULES = Resource(
+    "security_group_rule", "network", "/security-group-rules", "security_group_rule",
+    "security_group_rules", SecurityGroupRule, frozenset({"list", "create", "delete"}),
+)  # fmt: skip
+NETWORKS = Resource(
+    "network", "network", "/networks", "network", "networks", Network, frozenset({"list"})
+)  # fmt: skip
+SUBNETS = Resource(
+    "subnet", "network", "/subnets", "subnet", "subnets", Subnet, frozenset({"list", "read"})
+)  # fmt: skip
+# Listed by `common.ports.list_ports` (`Api.ports`); written here (a node's security groups).
+PORTS = Resource("port", "network", "/ports", "port", "ports", Port, frozenset({"update"}))
+
+
 class Api:
-    def __init__(self, *, client: OpenStackClient, backoff: PendingBackoff) -> None:
+    def __init__(self, *, client: OpenStackClient) -> None:
         self._client = client
-        self.backoff = backoff
+        self.backoff = Backoff(first=FIRST_RETRY, factor=RETRY_FACTOR, maximum=MAX_RETRY)
         self.body_limit = BodyLimit()
 
-    # --- load balancers --------------------------------------------------------------------------
-    def find_lbs(self, name: str) -> list[LoadBalancer]:
+    def retry_later(self, lb_id: str, why: str) -> RetryAfter:
+        """`RetryAfter` for a load balancer that is not ready for the next step; the delay
+        grows with each sync that finds it so (`backoff.reset(lb_id)` once it is)."""
+        delay = self.backoff.next_delay(lb_id)
+        return RetryAfter(f"load balancer {lb_id} {why}; retrying in {delay:.1f}s", delay=delay)
+
+    # --- the generic calls -----------------------------------------------------------------------
+    def find(self, res: Resource[S], params: Params = None, *, parent: str = "") -> list[S]:
+        """Every item the filters select, page after page."""
+        _check(res, "list")
         return self._client.list_all(
-            LoadBalancer,
-            "load-balancer",
-            "/lbaas/loadbalancers",
-            key="loadbalancers",
-            request="loadbalancer_list",
-            params={"name": name},
+            res.item,
+            res.service,
+            res.url(parent=parent),
+            key=res.collection,
+            request=f"{res.name}_list",
+            params=params,
         )
 
-    def get_lb(self, lb_id: str) -> LoadBalancer | None:
+    def of_lb(self, res: Resource[OfLb], lb_id: str) -> list[OfLb]:
+        """The listeners (pools) of a load balancer."""
+        listing = self.find(res, {"loadbalancer_id": lb_id})
+        return [item for item in listing if _belongs(item.loadbalancers, lb_id)]
+
+    def get(self, res: Resource[S], ident: str) -> S:
+        """One item; `CloudNotFound` when it does not exist."""
+        _check(res, "read")
+        request = f"{res.name}_get"
+        content = self._client.call(res.service, "GET", res.url(ident), request=request)
+        return res.decode(content, request)
+
+    def get_or_none(self, res: Resource[S], ident: str) -> S | None:
         try:
-            return self._client.call_json(
-                LoadBalancerEnvelope,
-                "load-balancer",
-                "GET",
-                f"/lbaas/loadbalancers/{lb_id}",
-                request="loadbalancer_get",
-            ).loadbalancer
+            return self.get(res, ident)
         except CloudNotFound:
             return None
 
-    def create_lb(self, body: Body) -> LoadBalancer:
-        """`BodyTooLarge` when the cloud's body limit refuses it (nothing was created)."""
-        envelope = {"loadbalancer": body}
-        self.body_limit.check(envelope, "loadbalancer_create")
+    def create(self, res: Resource[S], body: Body, *, lb_id: str = "", parent: str = "") -> S:
+        """The item made from `body`; for a `sized` resource, `BodyTooLarge` when the
+        cloud's body limit refuses it (nothing was made)."""
+        _check(res, "create")
+        request = f"{res.name}_create"
+        envelope = {res.key: body}
+        if res.sized:
+            self.body_limit.check(envelope, request)
         content = self._sized(
+            res,
             envelope,
-            lambda: self._client.call(
-                "load-balancer",
-                "POST",
-                "/lbaas/loadbalancers",
-                request="loadbalancer_create",
-                body=envelope,
-                ok=(201, 202),
+            lambda: self._send(
+                res, "POST", res.url(parent=parent), request, body=envelope, ok=res.created,
+                lb_id=lb_id,
             ),
+        )  # fmt: skip
+        return res.decode(content, request)
+
+    def update(self, res: Resource[S], ident: str, body: Body, *, lb_id: str = "") -> S:
+        _check(res, "update")
+        request = f"{res.name}_update"
+        content = self._send(
+            res, "PUT", res.url(ident), request, body={res.key: body}, ok=(200,), lb_id=lb_id
         )
-        return _decode(LoadBalancerEnvelope, content).loadbalancer
+        return res.decode(content, request)
 
-    def update_lb_tags(self, lb_id: str, tags: list[str]) -> None:
-        self.update_lb(lb_id, {"tags": tags})
-
-    def update_lb(self, lb_id: str, body: Body) -> None:
-        self.write(
-            lb_id,
-            "PUT",
-            f"/lbaas/loadbalancers/{lb_id}",
-            request="loadbalancer_update",
-            body={"loadbalancer": body},
-        )
-
-    def lbs_tagged(self, tag: str) -> list[LoadBalancer]:
-        """Every load balancer carrying `tag` (Octavia's `tags` filter, API 2.5)."""
-        return self._client.list_all(
-            LoadBalancer,
-            "load-balancer",
-            "/lbaas/loadbalancers",
-            key="loadbalancers",
-            request="loadbalancer_list",
-            params={"tags": tag},
-        )
-
-    def all_lbs(self) -> list[LoadBalancer]:
-        return self._client.list_all(
-            LoadBalancer,
-            "load-balancer",
-            "/lbaas/loadbalancers",
-            key="loadbalancers",
-            request="loadbalancer_list",
-        )
-
-    def delete_lb(self, lb_id: str, *, cascade: bool) -> None:
+    def delete(
+        self,
+        res: Resource[Any],
+        ident: str,
+        *,
+        lb_id: str = "",
+        parent: str = "",
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        """Gone, whether this call or an earlier one removed it."""
+        _check(res, "delete")
         try:
-            self.write(
-                lb_id,
-                "DELETE",
-                f"/lbaas/loadbalancers/{lb_id}",
-                request="loadbalancer_delete",
-                params={"cascade": "true"} if cascade else None,
-                ok=(202, 204),
-            )
+            self._send(
+                res, "DELETE", res.url(ident, parent=parent), f"{res.name}_delete",
+                params=params, ok=res.deleted, lb_id=lb_id,
+            )  # fmt: skip
         except CloudNotFound:
             return
 
-    # --- listeners -------------------------------------------------------------------------------
-    def listeners(self, lb_id: str) -> list[Listener]:
-        listing = self._client.list_all(
-            Listener,
-            "load-balancer",
-            "/lbaas/listeners",
-            key="listeners",
-            request="listener_list",
-            params={"loadbalancer_id": lb_id},
-        )
-        return [li for li in listing if _belongs(li.loadbalancers, lb_id)]
-
-    def create_listener(self, lb_id: str, body: Body) -> Listener:
-        content = self.write(
-            lb_id,
-            "POST",
-            "/lbaas/listeners",
-            request="listener_create",
-            body={"listener": {**body, "loadbalancer_id": lb_id}},
-            ok=(201,),
-        )
-        return _decode(ListenerEnvelope, content).listener
-
-    def update_listener(self, lb_id: str, listener_id: str, body: Body) -> None:
-        self.write(
-            lb_id,
-            "PUT",
-            f"/lbaas/listeners/{listener_id}",
-            request="listener_update",
-            body={"listener": body},
+    def set_tags(self, res: Resource[Any], ident: str, tags: list[str]) -> None:
+        """Neutron's standard-attr tags: replace a floating IP's or security group's tags.
+        Neutron takes no tags in the POST of either, so a create is followed by this call."""
+        _check(res, "tags")
+        self._send(
+            res, "PUT", f"{res.url(ident)}/tags", f"{res.name}_tags_update", body={"tags": tags}
         )
 
-    def delete_listener(self, lb_id: str, listener_id: str) -> None:
-        self._delete(lb_id, f"/lbaas/listeners/{listener_id}", request="listener_delete")
+    def ports(self, params: Params) -> list[Port]:
+        """Neutron's ports (`common.ports`, the provider's one port listing)."""
+        return list_ports(self._client, params)
 
-    # --- pools and members -----------------------------------------------------------------------
-    def pools(self, lb_id: str) -> list[Pool]:
-        listing = self._client.list_all(
-            Pool,
-            "load-balancer",
-            "/lbaas/pools",
-            key="pools",
-            request="pool_list",
-            params={"loadbalancer_id": lb_id},
-        )
-        return [pool for pool in listing if _belongs(pool.loadbalancers, lb_id)]
-
-    def create_pool(self, lb_id: str, body: Body) -> Pool:
-        content = self.write(
-            lb_id, "POST", "/lbaas/pools", request="pool_create", body={"pool": body}, ok=(201,)
-        )
-        return _decode(PoolEnvelope, content).pool
-
-    def update_pool(self, lb_id: str, pool_id: str, body: Body) -> None:
-        self.write(
-            lb_id, "PUT", f"/lbaas/pools/{pool_id}", request="pool_update", body={"pool": body}
-        )
-
-    def delete_pool(self, lb_id: str, pool_id: str) -> None:
-        self._delete(lb_id, f"/lbaas/pools/{pool_id}", request="pool_delete")
-
-    def members(self, pool_id: str) -> list[Member]:
-        return self._client.list_all(
-            Member,
-            "load-balancer",
-            f"/lbaas/pools/{pool_id}/members",
-            key="members",
-            request="member_list",
-        )
-
-    def create_member(self, lb_id: str, pool_id: str, body: Body) -> None:
-        self.write(
-            lb_id,
-            "POST",
-            f"/lbaas/pools/{pool_id}/members",
-            request="member_create",
-            body={"member": body},
-            ok=(201,),
-        )
-
-    def delete_member(self, lb_id: str, pool_id: str, member_id: str) -> None:
-        self._delete(lb_id, f"/lbaas/pools/{pool_id}/members/{member_id}", request="member_delete")
-
+    # --- pools' members at once ------------------------------------------------------------------
     def replace_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
         """The batch update: Octavia adds, updates and removes to match the list (202).
         `BodyTooLarge` when the list is over the cloud's body limit."""
@@ -345,290 +345,63 @@ class Api:
         body = {"members": members}
         self.body_limit.check(body, "member_batch_update")
         self._sized(
+            None,
             body,
-            lambda: self.write(
-                lb_id,
+            lambda: self._send(
+                MEMBERS,
                 "PUT",
-                f"/lbaas/pools/{pool_id}/members",
-                request="member_batch_update",
+                MEMBERS.url(parent=pool_id),
+                "member_batch_update",
                 body=body,
                 params={"additive_only": "true"} if additive_only else None,
                 ok=(202,),
+                lb_id=lb_id,
             ),
         )
 
-    def _sized(self, body: Body, send: Callable[[], bytes]) -> bytes:
-        """`send()`, turning a 413 into `BodyTooLarge` (and learning the limit)."""
+    def _sized(self, res: Resource[Any] | None, body: Body, send: Callable[[], bytes]) -> bytes:
+        """`send()`, turning a 413 into `BodyTooLarge` (and learning the limit) for a
+        `sized` resource (`res` None: the members' batch update)."""
         try:
             return send()
         except CloudError as exc:
-            if exc.status != 413:
+            if exc.status != 413 or (res is not None and not res.sized):
                 raise
             size = body_size(body)
             self.body_limit.refused(size)
             raise BodyTooLarge(str(exc), size=size) from exc
 
-    # --- health monitors -------------------------------------------------------------------------
-    def get_monitor(self, monitor_id: str) -> HealthMonitor | None:
-        try:
-            return self._client.call_json(
-                HealthMonitorEnvelope,
-                "load-balancer",
-                "GET",
-                f"/lbaas/healthmonitors/{monitor_id}",
-                request="healthmonitor_get",
-            ).healthmonitor
-        except CloudNotFound:
-            return None
-
-    def create_monitor(self, lb_id: str, body: Body) -> None:
-        self.write(
-            lb_id,
-            "POST",
-            "/lbaas/healthmonitors",
-            request="healthmonitor_create",
-            body={"healthmonitor": body},
-            ok=(201,),
-        )
-
-    def update_monitor(self, lb_id: str, monitor_id: str, body: Body) -> None:
-        self.write(
-            lb_id,
-            "PUT",
-            f"/lbaas/healthmonitors/{monitor_id}",
-            request="healthmonitor_update",
-            body={"healthmonitor": body},
-        )
-
-    def delete_monitor(self, lb_id: str, monitor_id: str) -> None:
-        self._delete(lb_id, f"/lbaas/healthmonitors/{monitor_id}", request="healthmonitor_delete")
-
-    # --- Octavia writes --------------------------------------------------------------------------
-    def write(
+    # --- one call --------------------------------------------------------------------------------
+    def _send(
         self,
-        lb_id: str,
+        res: Resource[Any],
         method: str,
         path: str,
-        *,
         request: str,
+        *,
         body: Body | None = None,
         params: Mapping[str, str] | None = None,
         ok: tuple[int, ...] = (200,),
+        lb_id: str = "",
     ) -> bytes:
-        """One Octavia write; a 409 while the load balancer is PENDING_* is `RetryAfter`."""
+        """One call of `res`. For a resource that `waits`, a 409 while the load balancer
+        `lb_id` is PENDING_* is `RetryAfter`."""
         try:
             return self._client.call(
-                "load-balancer", method, path, request=request, body=body, params=params, ok=ok
+                res.service, method, path, request=request, body=body, params=params, ok=ok
             )
         except CloudConflict as exc:
-            if is_busy(exc):
-                raise self.backoff.retry(lb_id, "is busy (HTTP 409)") from exc
+            if res.waits and lb_id and is_busy(exc):
+                raise self.retry_later(lb_id, "is busy (HTTP 409)") from exc
             raise
 
-    def _delete(self, lb_id: str, path: str, *, request: str) -> None:
-        try:
-            self.write(lb_id, "DELETE", path, request=request, ok=(202, 204))
-        except CloudNotFound:
-            return
 
-    # --- Neutron ---------------------------------------------------------------------------------
-    def floating_ips(self, **filters: str) -> list[FloatingIp]:
-        return self._client.list_all(
-            FloatingIp,
-            "network",
-            "/floatingips",
-            key="floatingips",
-            request="floatingip_list",
-            params=filters,
-        )
-
-    def create_floating_ip(self, body: Body) -> FloatingIp:
-        return self._client.call_json(
-            FloatingIpEnvelope,
-            "network",
-            "POST",
-            "/floatingips",
-            request="floatingip_create",
-            body={"floatingip": body},
-            ok=(201,),
-        ).floatingip
-
-    def attach_floating_ip(self, fip_id: str, port_id: str | None) -> FloatingIp:
-        return self._client.call_json(
-            FloatingIpEnvelope,
-            "network",
-            "PUT",
-            f"/floatingips/{fip_id}",
-            request="floatingip_update",
-            body={"floatingip": {"port_id": port_id}},
-        ).floatingip
-
-    def set_tags(self, collection: str, resource_id: str, tags: list[str]) -> None:
-        """Neutron's standard-attr tags: replace a floating IP's or security group's tags
-        (`collection` "floatingips" or "security-groups"). Neutron takes no tags in the POST
-        of either, so a create is followed by this call."""
-        self._client.call(
-            "network",
-            "PUT",
-            f"/{collection}/{resource_id}/tags",
-            request=f"{collection.replace('-', '_').rstrip('s')}_tags_update",
-            body={"tags": tags},
-        )
-
-    def security_groups(self, **filters: str) -> list[SecurityGroup]:
-        return self._client.list_all(
-            SecurityGroup,
-            "network",
-            "/security-groups",
-            key="security_groups",
-            request="security_group_list",
-            params=filters,
-        )
-
-    def delete_floating_ip(self, fip_id: str) -> None:
-        try:
-            self._client.call(
-                "network",
-                "DELETE",
-                f"/floatingips/{fip_id}",
-                request="floatingip_delete",
-                ok=(204,),
-            )
-        except CloudNotFound:
-            return
-
-    def external_networks(self) -> list[Network]:
-        return self._client.list_all(
-            Network,
-            "network",
-            "/networks",
-            key="networks",
-            request="network_list",
-            params={"router:external": "true"},
-        )
-
-    def subnets(
-        self, *, network_id: str, tag_filter: tuple[str, str] | None = None
-    ) -> list[Subnet]:
-        params = {"network_id": network_id}
-        if tag_filter is not None:
-            params[tag_filter[0]] = tag_filter[1]
-        return self._client.list_all(
-            Subnet, "network", "/subnets", key="subnets", request="subnet_list", params=params
-        )
-
-    def get_subnet(self, subnet_id: str) -> Subnet:
-        return self._client.call_json(
-            SubnetEnvelope, "network", "GET", f"/subnets/{subnet_id}", request="subnet_get"
-        ).subnet
-
-    def server_ports(self, server_id: str) -> list[Port]:
-        return self._client.list_all(
-            Port,
-            "network",
-            "/ports",
-            key="ports",
-            request="port_list",
-            params={"device_id": server_id},
-        )
-
-    def ports_with_group(self, group_id: str) -> list[Port]:
-        return self._client.list_all(
-            Port,
-            "network",
-            "/ports",
-            key="ports",
-            request="port_list",
-            params={"security_groups": group_id},
-        )
-
-    def update_port_groups(self, port_id: str, groups: list[str]) -> None:
-        self._client.call(
-            "network",
-            "PUT",
-            f"/ports/{port_id}",
-            request="port_update",
-            body={"port": {"security_groups": groups}},
-        )
-
-    # --- security groups -------------------------------------------------------------------------
-    def find_security_groups(self, name: str) -> list[SecurityGroup]:
-        return self._client.list_all(
-            SecurityGroup,
-            "network",
-            "/security-groups",
-            key="security_groups",
-            request="security_group_list",
-            params={"name": name},
-        )
-
-    def create_security_group(self, name: str, description: str) -> SecurityGroup:
-        return self._client.call_json(
-            SecurityGroupEnvelope,
-            "network",
-            "POST",
-            "/security-groups",
-            request="security_group_create",
-            body={"security_group": {"name": name, "description": description}},
-            ok=(201,),
-        ).security_group
-
-    def delete_security_group(self, group_id: str) -> None:
-        try:
-            self._client.call(
-                "network",
-                "DELETE",
-                f"/security-groups/{group_id}",
-                request="security_group_delete",
-                ok=(204,),
-            )
-        except CloudNotFound:
-            return
-
-    def security_group_rules(self, group_id: str) -> list[SecurityGroupRule]:
-        return self._client.list_all(
-            SecurityGroupRule,
-            "network",
-            "/security-group-rules",
-            key="security_group_rules",
-            request="security_group_rule_list",
-            params={"security_group_id": group_id},
-        )
-
-    def create_security_group_rule(self, body: Body) -> None:
-        try:
-            self._client.call(
-                "network",
-                "POST",
-                "/security-group-rules",
-                request="security_group_rule_create",
-                body={"security_group_rule": body},
-                ok=(201,),
-            )
-        except CloudConflict:
-            return  # the same rule exists already: what we wanted
-
-    def delete_security_group_rule(self, rule_id: str) -> None:
-        try:
-            self._client.call(
-                "network",
-                "DELETE",
-                f"/security-group-rules/{rule_id}",
-                request="security_group_rule_delete",
-                ok=(204,),
-            )
-        except CloudNotFound:
-            return
+def _check(res: Resource[Any], op: Op) -> None:
+    if op not in res.allows:
+        raise TypeError(f"the {res.name} resource allows no {op}")
 
 
 def _belongs(refs: list[Ref], lb_id: str) -> bool:
     """Also checked here: an API that ignored the `loadbalancer_id` filter (as some
     proxies and the simulator do) must not make another Service's listeners look ours."""
     return not refs or any(ref.id == lb_id for ref in refs)
-
-
-def _decode(kind: type[T], content: bytes) -> T:
-    try:
-        return decode_json(content, kind)
-    except msgspec.DecodeError as exc:
-        raise CloudError(f"unexpected response body ({exc})") from exc

@@ -28,6 +28,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from pyccm.provider.openstack.loadbalancer.api import (
+    MEMBERS,
     STOCK_BODY_LIMIT,
     Api,
     Body,
@@ -114,7 +115,7 @@ def converge_in_parts(
             return None
         return _with_added(current, part)
     if removals:
-        api.delete_member(lb_id, pool_id, removals[0])
+        api.delete(MEMBERS, removals[0], lb_id=lb_id, parent=pool_id)
         if len(removals) == 1:
             return None
         return tuple(m for m in current if m.id != removals[0])

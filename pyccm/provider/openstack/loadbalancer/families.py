@@ -31,7 +31,7 @@ from pyccm.protocol.views import Service
 from pyccm.provider.errors import CloudError
 from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
-from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.api import SUBNETS, Api
 from pyccm.provider.openstack.loadbalancer.resources import Subnet
 from pyccm.provider.openstack.loadbalancer.service_config import ALLOW_ALL, ServiceConfig
 
@@ -263,7 +263,7 @@ class Families:
         if known is not None and all(v in known for v in versions):
             return known
         found: dict[int, str] = {}
-        for subnet in self._api.subnets(network_id=network_id):
+        for subnet in self._api.find(SUBNETS, {"network_id": network_id}):
             found.setdefault(subnet.ip_version, subnet.id)
             with self._lock:
                 self._subnets[subnet.id] = subnet
@@ -278,7 +278,7 @@ class Families:
             known = self._subnets.get(subnet_id)
         if known is not None:
             return known
-        subnet = self._api.get_subnet(subnet_id)
+        subnet = self._api.get(SUBNETS, subnet_id)
         with self._lock:
             self._subnets[subnet_id] = subnet
         return subnet

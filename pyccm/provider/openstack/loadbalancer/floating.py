@@ -17,7 +17,7 @@ import fnmatch
 import re
 
 from pyccm.provider.errors import CloudError
-from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.api import FLOATING_IPS, SUBNETS, Api
 from pyccm.provider.openstack.loadbalancer.naming import FIP_MARKER, owner_of, owner_tag
 from pyccm.provider.openstack.loadbalancer.resources import FloatingIp, LoadBalancer, Subnet
 from pyccm.provider.openstack.loadbalancer.service_annotations import Events
@@ -80,7 +80,7 @@ class FloatingIps:
         """Adds this cluster's tag to an address pyccm allocated (once)."""
         if self._cluster_id and owner_of(fip.tags) is None:
             tags = [*fip.tags, owner_tag(self._cluster_id)]
-            self._api.set_tags("floatingips", fip.id, tags)
+            self._api.set_tags(FLOATING_IPS, fip.id, tags)
 
     def address(
         self,
@@ -98,7 +98,7 @@ class FloatingIps:
         `private`: the IPv4 address of the VIP port the floating IP stands for, when it is
         not the VIP's own (an additional VIP); the address given when there is none."""
         private = private or lb.vip_address
-        attached = [] if fresh else self._api.floating_ips(port_id=lb.vip_port_id)
+        attached = [] if fresh else self._api.find(FLOATING_IPS, {"port_id": lb.vip_port_id})
         if cfg.internal:
             if owner:
                 for fip in attached:
@@ -126,23 +126,25 @@ class FloatingIps:
     def release(self, fip: FloatingIp, *, keep: bool) -> None:
         """Off the VIP: deleted when pyccm made it (unless kept), else only detached."""
         if self.mine(fip) and not keep:
-            self._api.delete_floating_ip(fip.id)
+            self._api.delete(FLOATING_IPS, fip.id)
         else:
-            self._api.attach_floating_ip(fip.id, None)
+            self._api.update(FLOATING_IPS, fip.id, {"port_id": None})
 
     def delete_ours(self, lb: LoadBalancer) -> None:
-        for fip in self._api.floating_ips(port_id=lb.vip_port_id):
+        for fip in self._api.find(FLOATING_IPS, {"port_id": lb.vip_port_id}):
             if self.mine(fip):
-                self._api.delete_floating_ip(fip.id)
+                self._api.delete(FLOATING_IPS, fip.id)
 
     def _requested(self, cfg: ServiceConfig, lb: LoadBalancer) -> str:
         """`spec.loadBalancerIP`: attach that address if it is free, else allocate it."""
-        found = self._api.floating_ips(floating_ip_address=cfg.load_balancer_ip)
+        found = self._api.find(FLOATING_IPS, {"floating_ip_address": cfg.load_balancer_ip})
         if found:
             fip = found[0]
             if fip.port_id and fip.port_id != lb.vip_port_id:
                 raise CloudError(f"floating IP {cfg.load_balancer_ip} is not available")
-            return self._api.attach_floating_ip(fip.id, lb.vip_port_id).floating_ip_address
+            return self._api.update(
+                FLOATING_IPS, fip.id, {"port_id": lb.vip_port_id}
+            ).floating_ip_address
         if not cfg.floating_network_id:
             raise CloudError(f"no floating network to allocate {cfg.load_balancer_ip} from")
         body = self._body(cfg, lb) | {"floating_ip_address": cfg.load_balancer_ip}
@@ -151,11 +153,13 @@ class FloatingIps:
         return self._create(body)
 
     def _adopt_or_create(self, cfg: ServiceConfig, lb: LoadBalancer) -> str:
-        for fip in self._api.floating_ips(description=cfg.fip_description):
+        for fip in self._api.find(FLOATING_IPS, {"description": cfg.fip_description}):
             free = not fip.port_id and fip.floating_network_id == cfg.floating_network_id
             if free and self.mine(fip):
                 self.tag(fip)
-                return self._api.attach_floating_ip(fip.id, lb.vip_port_id).floating_ip_address
+                return self._api.update(
+                    FLOATING_IPS, fip.id, {"port_id": lb.vip_port_id}
+                ).floating_ip_address
         choice = cfg.floating_subnet
         if choice.is_matcher:
             return self._create_in_matching_subnet(cfg, lb, choice)
@@ -181,7 +185,10 @@ class FloatingIps:
         raise failure
 
     def _matching_subnets(self, network_id: str, choice: FloatingSubnet) -> list[Subnet]:
-        subnets = self._api.subnets(network_id=network_id, tag_filter=tag_filter(choice.tags))
+        params = {"network_id": network_id}
+        if (tags := tag_filter(choice.tags)) is not None:
+            params[tags[0]] = tags[1]
+        subnets = self._api.find(SUBNETS, params)
         if choice.name_pattern:
             subnets = [s for s in subnets if name_matches(choice.name_pattern, s.name)]
         return subnets
@@ -190,7 +197,7 @@ class FloatingIps:
         """Allocates an address on the VIP port, then tags it (Neutron takes no tags in a
         floating IP's POST). A crash in between leaves it on the VIP port, where the next
         sync finds it and tags it."""
-        fip = self._api.create_floating_ip(body)
+        fip = self._api.create(FLOATING_IPS, body)
         self.tag(fip)
         return fip.floating_ip_address
 

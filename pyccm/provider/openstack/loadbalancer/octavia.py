@@ -36,18 +36,21 @@ from pyccm.provider.interface import (
     OwnedResource,
     ProviderEvent,
 )
-from pyccm.provider.openstack.client import OpenStackClient
+from pyccm.provider.openstack.common.features import CloudFeatures
 from pyccm.provider.openstack.config import LiveSettings
-from pyccm.provider.openstack.features import CloudFeatures
 from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
 from pyccm.provider.openstack.loadbalancer.api import (
     ACTIVE,
     ERROR,
+    FLOATING_IPS,
+    HEALTH_MONITORS,
+    LISTENERS,
+    LOADBALANCERS,
     PENDING_DELETE,
+    POOLS,
     Api,
     BodyTooLarge,
-    PendingBackoff,
     is_pending,
 )
 from pyccm.provider.openstack.loadbalancer.batch import JustWritten
@@ -74,6 +77,7 @@ from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalanc
 from pyccm.provider.openstack.loadbalancer.security_groups import SecurityGroups
 from pyccm.provider.openstack.loadbalancer.service_config import Resolver, ServiceConfig
 from pyccm.provider.openstack.loadbalancer.verified import Verified
+from pyccm.provider.openstack.transport.client import OpenStackClient
 from pyccm.provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
@@ -109,7 +113,7 @@ class OctaviaLoadBalancers:
         # `plan`: every write is recorded, not sent, and a sync goes on past its first
         # write so that the whole difference shows (`plan.py`).
         self._planning = planning
-        self._api = Api(client=client, backoff=PendingBackoff())
+        self._api = Api(client=client)
         self._resolver = Resolver(
             api=self._api,
             settings=settings,
@@ -151,7 +155,7 @@ class OctaviaLoadBalancers:
             return None
         if cfg.internal or cfg.ip_version == 6:
             return ingress(cfg, lb.vip_address)
-        attached = self._api.floating_ips(port_id=lb.vip_port_id)
+        attached = self._api.find(FLOATING_IPS, {"port_id": lb.vip_port_id})
         return ingress(cfg, attached[0].floating_ip_address if attached else lb.vip_address)
 
     def ensure(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerOutcome:
@@ -228,9 +232,10 @@ class OctaviaLoadBalancers:
         found = self._verified.port_monitors(lb)
         if found is None:
             found = any(
-                (current := self._api.get_monitor(pool.healthmonitor_id)) is not None
+                (current := self._api.get_or_none(HEALTH_MONITORS, pool.healthmonitor_id))
+                is not None
                 and current.type in PORT_MONITOR_TYPES
-                for pool in self._api.pools(lb.id)
+                for pool in self._api.of_lb(POOLS, lb.id)
                 if pool.healthmonitor_id
             )
             self._verified.record_port_monitors(lb, found, started=started)
@@ -312,9 +317,9 @@ class OctaviaLoadBalancers:
             events.warn("LoadBalancerOwnedByAnotherCluster", self._owned_message(cfg, lb, holder))
             return
         if lb.provisioning_status == PENDING_DELETE:
-            raise self._api.backoff.retry(lb.id, "is being deleted")
+            raise self._api.retry_later(lb.id, "is being deleted")
         if is_pending(lb):
-            raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
+            raise self._api.retry_later(lb.id, f"is {lb.provisioning_status}")
         created_by_us = lb.name.startswith(SERVICE_PREFIX) or lb.name == cfg.legacy_name
         shared = any(is_service_tag(t) and t != cfg.name for t in lb.tags)
         holder = naming.owner_of(lb.tags, lb.description)
@@ -338,7 +343,7 @@ class OctaviaLoadBalancers:
         `after_delete` and this process deleted it with its Service; only `_usable_lb`
         decides whether nothing found allows a create."""
         if cfg.lb_id:
-            lb = self._api.get_lb(cfg.lb_id)
+            lb = self._api.get_or_none(LOADBALANCERS, cfg.lb_id)
             if lb is not None and lb.provisioning_status != DELETED:
                 return lb
             if include_deleting:
@@ -350,7 +355,7 @@ class OctaviaLoadBalancers:
         for name in (cfg.name, cfg.legacy_name):
             if not name:
                 continue  # a second family's load balancer has no legacy name
-            found = self._api.find_lbs(name)
+            found = self._api.find(LOADBALANCERS, {"name": name})
             live = [lb for lb in found if lb.provisioning_status not in GONE]
             if len(live) > 1:
                 raise CloudError(f"{len(live)} load balancers are named {name}", retryable=False)
@@ -374,12 +379,12 @@ class OctaviaLoadBalancers:
                 with self._lock:
                     self._fresh[created.id] = fingerprint(specs)
             log.info("created load balancer %s (%s) for %s", created.id, created.name, cfg.name)
-            raise self._api.backoff.retry(created.id, "was just created")
+            raise self._api.retry_later(created.id, "was just created")
         owner = self._is_owner(cfg, lb)
         if owner and (holder := self._foreign(cfg, lb)):
             raise self._owned_elsewhere(cfg, lb, holder)
         if lb.provisioning_status in GONE:
-            raise self._api.backoff.retry(lb.id, "(the previous one) is being deleted")
+            raise self._api.retry_later(lb.id, "(the previous one) is being deleted")
         if lb.provisioning_status == ERROR and owner:
             # Upstream's recovery: delete it; the next sync creates a fresh one.
             log.warning("load balancer %s is in ERROR: deleting it to recreate it", lb.id)
@@ -388,8 +393,8 @@ class OctaviaLoadBalancers:
             if lb.id == cfg.lb_id:
                 with self._lock:
                     self._replacing.add(lb.id)
-            self._api.delete_lb(lb.id, cascade=True)
-            raise self._api.backoff.retry(lb.id, "was in ERROR and is being recreated")
+            self._api.delete(LOADBALANCERS, lb.id, lb_id=lb.id, params={"cascade": "true"})
+            raise self._api.retry_later(lb.id, "was in ERROR and is being recreated")
         self._require_active(lb)
         return lb, owner
 
@@ -476,11 +481,11 @@ class OctaviaLoadBalancers:
 
     def _require_active(self, lb: LoadBalancer) -> None:
         if lb.provisioning_status == ACTIVE:
-            self._api.backoff.clear(lb.id)
+            self._api.backoff.reset(lb.id)
             self._verified.observe(lb)
             return
         if is_pending(lb):
-            raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
+            raise self._api.retry_later(lb.id, f"is {lb.provisioning_status}")
         raise CloudError(f"load balancer {lb.id} is {lb.provisioning_status}")
 
     def _create(
@@ -492,12 +497,14 @@ class OctaviaLoadBalancers:
         members and fill them (in parts, `batch.py`). A 413 is answered before anything
         is created, so the second POST creates nothing twice."""
         try:
-            return self._api.create_lb(self._create_body(cfg, specs)), not cfg.serial
+            return self._api.create(LOADBALANCERS, self._create_body(cfg, specs)), not cfg.serial
         except BodyTooLarge:
             if cfg.serial or not any(spec.pool.member_count for spec in specs):
                 raise
         log.info("the members of %s are over the body limit: created without them", cfg.name)
-        return self._api.create_lb(self._create_body(cfg, specs, with_members=False)), False
+        return self._api.create(
+            LOADBALANCERS, self._create_body(cfg, specs, with_members=False)
+        ), False
 
     def _create_body(
         self, cfg: ServiceConfig, specs: Sequence[ListenerSpec], *, with_members: bool = True
@@ -560,13 +567,19 @@ class OctaviaLoadBalancers:
                 f"(max-shared-lb = {cfg.max_shared_lb})",
                 retryable=False,
             )
-        listeners = self._api.listeners(lb.id)
+        listeners = self._api.of_lb(LISTENERS, lb.id)
         reconciler.check_conflicts(specs, listeners, owner=False)
         # Its address: only the owner adds a floating IP, so one the load balancer lacks
         # refuses the Service. For a Service that is not the owner this only reads.
         self._addresses(cfg, lb, owner=False, events=a.Events(), fresh=False)
         reconciler.write(
-            partial(self._api.update_lb_tags, lb.id, [*(t for t in lb.tags if t), cfg.name])
+            partial(
+                self._api.update,
+                LOADBALANCERS,
+                lb.id,
+                {"tags": [*(t for t in lb.tags if t), cfg.name]},
+                lb_id=lb.id,
+            )
         )
         return listeners
 
@@ -578,7 +591,9 @@ class OctaviaLoadBalancers:
             # An empty list clears them (upstream sends [""] only because gophercloud
             # drops empty lists from its request bodies).
             tags = [t for t in lb.tags if t and t != cfg.name]
-            reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
+            reconciler.write(
+                partial(self._api.update, LOADBALANCERS, lb.id, {"tags": tags}, lb_id=lb.id)
+            )
 
     # --- deletion --------------------------------------------------------------------------------
     def _delete_lb(self, cfg: ServiceConfig, lb: LoadBalancer) -> None:
@@ -586,14 +601,22 @@ class OctaviaLoadBalancers:
             self._floating_ips(a.Events()).delete_ours(lb)
         reconciler = self._reconciler(lb.id, cfg, a.Events())
         if not cfg.cascade_delete:
-            reconciler.delete_listeners(self._api.listeners(lb.id))
-            for pool in self._api.pools(lb.id):
-                reconciler.write(partial(self._api.delete_pool, lb.id, pool.id))
-        reconciler.write(partial(self._api.delete_lb, lb.id, cascade=cfg.cascade_delete))
+            reconciler.delete_listeners(self._api.of_lb(LISTENERS, lb.id))
+            for pool in self._api.of_lb(POOLS, lb.id):
+                reconciler.write(partial(self._api.delete, POOLS, pool.id, lb_id=lb.id))
+        reconciler.write(
+            partial(
+                self._api.delete,
+                LOADBALANCERS,
+                lb.id,
+                lb_id=lb.id,
+                params={"cascade": "true"} if cfg.cascade_delete else None,
+            )
+        )
         self._verified.forget(lb.id)
         with self._lock:
             self._deleted.add(lb.id)
-        raise self._api.backoff.retry(lb.id, "is being deleted")
+        raise self._api.retry_later(lb.id, "is being deleted")
 
     # --- address ---------------------------------------------------------------------------------
     def _addresses(
@@ -692,10 +715,20 @@ class OctaviaLoadBalancers:
             if tags is not None:
                 if cfg.owner_tag and cfg.owner_tag not in lb.tags:
                     log.info("load balancer %s (%s): adopted by this cluster", lb.id, lb.name)
-                reconciler.write(partial(self._api.update_lb_tags, lb.id, tags))
+                reconciler.write(
+                    partial(self._api.update, LOADBALANCERS, lb.id, {"tags": tags}, lb_id=lb.id)
+                )
         elif cfg.cluster_id and naming.owner_of((), lb.description) is None:
             description = lb.description + naming.owner_mark(cfg.cluster_id)
-            reconciler.write(partial(self._api.update_lb, lb.id, {"description": description}))
+            reconciler.write(
+                partial(
+                    self._api.update,
+                    LOADBALANCERS,
+                    lb.id,
+                    lb_id=lb.id,
+                    body={"description": description},
+                )
+            )
 
     # --- plan and orphans ------------------------------------------------------------------------
     def plan(self, *, service: Service, nodes: Sequence[Node]) -> LoadBalancerPlan:

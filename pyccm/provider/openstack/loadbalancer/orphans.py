@@ -15,7 +15,18 @@ from __future__ import annotations
 from pyccm.provider.errors import CloudError
 from pyccm.provider.interface import OwnedResource
 from pyccm.provider.openstack.loadbalancer import naming
-from pyccm.provider.openstack.loadbalancer.api import ACTIVE, PENDING_DELETE, Api, is_pending
+from pyccm.provider.openstack.loadbalancer.api import (
+    ACTIVE,
+    FLOATING_IPS,
+    LISTENERS,
+    LOADBALANCERS,
+    PENDING_DELETE,
+    POOLS,
+    PORTS,
+    SECURITY_GROUPS,
+    Api,
+    is_pending,
+)
 from pyccm.provider.openstack.loadbalancer.floating import FloatingIps
 from pyccm.provider.openstack.loadbalancer.resources import Listener, LoadBalancer
 from pyccm.provider.openstack.loadbalancer.security_groups import SecurityGroups
@@ -49,7 +60,7 @@ class Inventory:
         for lb in self._lbs():
             found.append(self._lb(lb))
             found.extend(self._shared_listeners(lb))
-        for fip in self._api.floating_ips(tags=self._tag):
+        for fip in self._api.find(FLOATING_IPS, {"tags": self._tag}):
             service = naming.service_of_description(fip.description)
             found.append(
                 OwnedResource(
@@ -60,7 +71,7 @@ class Inventory:
                     detail=f"port {fip.port_id}" if fip.port_id else "not attached",
                 )
             )
-        for group in self._api.security_groups(tags=self._tag):
+        for group in self._api.find(SECURITY_GROUPS, {"tags": self._tag}):
             service = naming.service_of_description(group.description)
             found.append(
                 OwnedResource(
@@ -75,9 +86,9 @@ class Inventory:
 
     def _lbs(self) -> list[LoadBalancer]:
         if self._tags:
-            return self._api.lbs_tagged(self._tag)
+            return self._api.find(LOADBALANCERS, {"tags": self._tag})
         mark = naming.owner_mark(self._id)
-        return [lb for lb in self._api.all_lbs() if mark in lb.description]
+        return [lb for lb in self._api.find(LOADBALANCERS) if mark in lb.description]
 
     def _lb(self, lb: LoadBalancer) -> OwnedResource:
         names = [lb.name, *(t for t in lb.tags if naming.is_service_tag(t))]
@@ -102,7 +113,7 @@ class Inventory:
         if not any(naming.is_service_tag(t) and t != lb.name for t in lb.tags):
             return []
         found = []
-        for listener in self._api.listeners(lb.id):
+        for listener in self._api.of_lb(LISTENERS, lb.id):
             tags = [t for t in listener.tags if naming.is_service_tag(t) and t != lb.name]
             services = tuple(
                 s for t in tags if (s := naming.service_of_lb_name(t, cluster=self._cluster))
@@ -144,28 +155,28 @@ class Inventory:
         return lb
 
     def _active(self, lb_id: str) -> LoadBalancer | None:
-        lb = self._api.get_lb(lb_id)
+        lb = self._api.get_or_none(LOADBALANCERS, lb_id)
         if lb is None or lb.provisioning_status == "DELETED":
             return None
         if lb.provisioning_status == PENDING_DELETE:
-            raise self._api.backoff.retry(lb.id, "is being deleted")
+            raise self._api.retry_later(lb.id, "is being deleted")
         if is_pending(lb):
-            raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
+            raise self._api.retry_later(lb.id, f"is {lb.provisioning_status}")
         return lb
 
     def _delete_lb(self, lb_id: str) -> None:
-        lb = self._api.get_lb(lb_id)
+        lb = self._api.get_or_none(LOADBALANCERS, lb_id)
         if lb is None or lb.provisioning_status == "DELETED":
             return
         self._mine(lb)
         if lb.provisioning_status == PENDING_DELETE:
-            raise self._api.backoff.retry(lb.id, "is being deleted")
+            raise self._api.retry_later(lb.id, "is being deleted")
         if is_pending(lb):
-            raise self._api.backoff.retry(lb.id, f"is {lb.provisioning_status}")
+            raise self._api.retry_later(lb.id, f"is {lb.provisioning_status}")
         # The floating IPs pyccm allocated for it go with it, as in a Service's deletion.
         self._fips.delete_ours(lb)
-        self._api.delete_lb(lb.id, cascade=True)
-        raise self._api.backoff.retry(lb.id, "is being deleted")
+        self._api.delete(LOADBALANCERS, lb.id, lb_id=lb.id, params={"cascade": "true"})
+        raise self._api.retry_later(lb.id, "is being deleted")
 
     def _delete_listener(self, resource: OwnedResource) -> None:
         """Its pool, then the listener, then its Service's tag on the load balancer: one
@@ -174,39 +185,41 @@ class Inventory:
         if lb is None:
             return
         self._mine(lb)
-        listener = _find(self._api.listeners(lb.id), resource.id)
+        listener = _find(self._api.of_lb(LISTENERS, lb.id), resource.id)
         if listener is not None:
-            for pool in self._api.pools(lb.id):
+            for pool in self._api.of_lb(POOLS, lb.id):
                 if pool.id == listener.default_pool_id:
-                    self._api.delete_pool(lb.id, pool.id)
-                    raise self._api.backoff.retry(lb.id, "lost a pool; its listener is next")
-            self._api.delete_listener(lb.id, listener.id)
-            raise self._api.backoff.retry(lb.id, "lost a listener; its Service's tag is next")
+                    self._api.delete(POOLS, pool.id, lb_id=lb.id)
+                    raise self._api.retry_later(lb.id, "lost a pool; its listener is next")
+            self._api.delete(LISTENERS, listener.id, lb_id=lb.id)
+            raise self._api.retry_later(lb.id, "lost a listener; its Service's tag is next")
         names = {
             f"{naming.SERVICE_PREFIX}{self._cluster}_{s.replace('/', '_')}"
             for s in resource.services
         }
         if lb.provisioning_status == ACTIVE and names & set(lb.tags):
-            self._api.update_lb_tags(lb.id, [t for t in lb.tags if t not in names])
+            self._api.update(
+                LOADBALANCERS, lb.id, {"tags": [t for t in lb.tags if t not in names]}, lb_id=lb.id
+            )
 
     def _delete_fip(self, fip_id: str) -> None:
-        for fip in self._api.floating_ips(id=fip_id):
+        for fip in self._api.find(FLOATING_IPS, {"id": fip_id}):
             if naming.owner_of(fip.tags) != self._id:
                 raise CloudError(
                     f"floating IP {fip_id} is not this cluster's any more", retryable=False
                 )
-            self._api.delete_floating_ip(fip.id)
+            self._api.delete(FLOATING_IPS, fip.id)
 
     def _delete_group(self, group_id: str) -> None:
-        for group in self._api.security_groups(id=group_id):
+        for group in self._api.find(SECURITY_GROUPS, {"id": group_id}):
             if naming.owner_of(group.tags) != self._id:
                 raise CloudError(
                     f"security group {group_id} is not this cluster's any more", retryable=False
                 )
-            for port in self._api.ports_with_group(group.id):
+            for port in self._api.ports({"security_groups": group.id}):
                 kept = [g for g in port.security_groups if g != group.id]
-                self._api.update_port_groups(port.id, kept)
-            self._api.delete_security_group(group.id)
+                self._api.update(PORTS, port.id, {"security_groups": kept})
+            self._api.delete(SECURITY_GROUPS, group.id)
 
 
 def _find(listeners: list[Listener], listener_id: str) -> Listener | None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pyccm.provider.interface import PlannedChange
-from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.connection import ServiceType
+from pyccm.provider.openstack.transport.client import OpenStackClient
+from pyccm.provider.openstack.transport.connection import ServiceType
 
 NEW = "(new)"
 

@@ -16,7 +16,14 @@ from functools import partial
 from typing import TypeVar
 
 from pyccm.provider.errors import CloudError, ProviderError, RetryAfter
-from pyccm.provider.openstack.loadbalancer.api import Api, BodyTooLarge
+from pyccm.provider.openstack.loadbalancer.api import (
+    HEALTH_MONITORS,
+    LISTENERS,
+    MEMBERS,
+    POOLS,
+    Api,
+    BodyTooLarge,
+)
 from pyccm.provider.openstack.loadbalancer.batch import JustWritten, Written, converge_in_parts
 from pyccm.provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
 from pyccm.provider.openstack.loadbalancer.resources import Listener, Member, Pool
@@ -56,7 +63,7 @@ class Reconciler:
         succeeded (it left the load balancer PENDING_UPDATE), the next raises `RetryAfter`
         instead of being sent. A failed write did nothing, so it does not count."""
         if self._wrote and self._one_write:
-            raise self._api.backoff.retry(self._lb_id, "has more changes, once it is ACTIVE")
+            raise self._api.retry_later(self._lb_id, "has more changes, once it is ACTIVE")
         result = action()
         self._wrote = True
         return result
@@ -75,10 +82,10 @@ class Reconciler:
     ) -> None:
         """`current`: the load balancer's listeners when this sync has just read them."""
         if current is None:
-            current = self._api.listeners(self._lb_id)
+            current = self._api.of_lb(LISTENERS, self._lb_id)
         self.check_conflicts(specs, current, owner=owner)
         wanted = {spec.key for spec in specs}
-        pools = self._api.pools(self._lb_id)
+        pools = self._api.of_lb(POOLS, self._lb_id)
         # Leftovers go first: Octavia refuses two listeners on one port, so a protocol
         # change (TCP -> HTTP for X-Forwarded-For) needs the old one gone.
         for listener in current:
@@ -92,21 +99,25 @@ class Reconciler:
                 continue
             changes = spec.changes(found)
             if changes:
-                self.write(partial(self._api.update_listener, self._lb_id, found.id, changes))
+                self.write(
+                    partial(self._api.update, LISTENERS, found.id, changes, lb_id=self._lb_id)
+                )
             self.pool(spec, found, pools)
 
     def owned_listeners(self, *, owner: bool) -> list[Listener]:
-        return [li for li in self._api.listeners(self._lb_id) if self._is_ours(li, owner=owner)]
+        return [
+            li for li in self._api.of_lb(LISTENERS, self._lb_id) if self._is_ours(li, owner=owner)
+        ]
 
     def delete_listeners(self, listeners: Sequence[Listener]) -> None:
-        pools = self._api.pools(self._lb_id) if listeners else []
+        pools = self._api.of_lb(POOLS, self._lb_id) if listeners else []
         for listener in listeners:
             self._delete_listener(listener, pools)
 
     # --- backends only (update) ------------------------------------------------------------------
     def backends(self, specs: Sequence[ListenerSpec]) -> None:
-        by_key = {_key(li): li for li in self._api.listeners(self._lb_id)}
-        pools = self._api.pools(self._lb_id)
+        by_key = {_key(li): li for li in self._api.of_lb(LISTENERS, self._lb_id)}
+        pools = self._api.of_lb(POOLS, self._lb_id)
         for spec in specs:
             listener = by_key.get(spec.key)
             if listener is None:
@@ -123,7 +134,7 @@ class Reconciler:
             self._create_pool(spec.pool, listener.id)
             return
         if pool.protocol != spec.pool.protocol:
-            self.write(partial(self._api.delete_pool, self._lb_id, pool.id))
+            self.write(partial(self._api.delete, POOLS, pool.id, lb_id=self._lb_id))
             self._create_pool(spec.pool, listener.id)
             return
         self._update_pool(spec.pool, pool)
@@ -135,7 +146,7 @@ class Reconciler:
         if not changes:
             return
         try:
-            self.write(partial(self._api.update_pool, self._lb_id, pool.id, changes))
+            self.write(partial(self._api.update, POOLS, pool.id, changes, lb_id=self._lb_id))
         except RetryAfter:
             raise
         except ProviderError as exc:
@@ -165,8 +176,8 @@ class Reconciler:
             if self._wrote and self._one_write:
                 # Whatever the members say, no write could follow in this sync: read them
                 # in the next one (at 5,000 members, 6 pages).
-                raise self._api.backoff.retry(self._lb_id, "has more pools to compare")
-            current = self._api.members(pool.id)
+                raise self._api.retry_later(self._lb_id, "has more pools to compare")
+            current = self._api.find(MEMBERS, parent=pool.id)
             if frozenset(member_key(m) for m in current) == spec.member_keys:
                 return
         try:
@@ -188,12 +199,12 @@ class Reconciler:
         )
         if left is not None:
             self._written.put(pool.id, Written(spec.members_print, left))
-            raise self._api.backoff.retry(
+            raise self._api.retry_later(
                 self._lb_id, f"gets the members of pool {pool.name} in parts (body limit)"
             )
 
     def _members_of(self, pool: Pool) -> list[Member]:
-        return self._api.members(pool.id) if pool.members else []
+        return self._api.find(MEMBERS, parent=pool.id) if pool.members else []
 
     def _members_one_by_one(self, spec: PoolSpec, pool: Pool) -> None:
         """`provider-requires-serial-api-calls`: one member per call, for providers without
@@ -201,37 +212,61 @@ class Reconciler:
         current = {member_key(m): m for m in self._members_of(pool)}
         for key, body in spec.members.items():
             if key not in current:
-                self.write(partial(self._api.create_member, self._lb_id, pool.id, body))
+                self.write(
+                    partial(self._api.create, MEMBERS, body, lb_id=self._lb_id, parent=pool.id)
+                )
         wanted = spec.member_keys
         for key, existing in current.items():
             if key not in wanted:
-                self.write(partial(self._api.delete_member, self._lb_id, pool.id, existing.id))
+                self.write(
+                    partial(
+                        self._api.delete, MEMBERS, existing.id, lb_id=self._lb_id, parent=pool.id
+                    )
+                )
 
     def _monitor(self, spec: PoolSpec, pool: Pool) -> None:
         wanted = spec.monitor
         if pool.healthmonitor_id is None:
             if wanted is not None:
                 body = wanted.body() | {"pool_id": pool.id}
-                self.write(partial(self._api.create_monitor, self._lb_id, body))
+                self.write(partial(self._api.create, HEALTH_MONITORS, lb_id=self._lb_id, body=body))
             return
         if wanted is None:
-            self.write(partial(self._api.delete_monitor, self._lb_id, pool.healthmonitor_id))
+            self.write(
+                partial(self._api.delete, HEALTH_MONITORS, pool.healthmonitor_id, lb_id=self._lb_id)
+            )
             return
-        current = self._api.get_monitor(pool.healthmonitor_id)
+        current = self._api.get_or_none(HEALTH_MONITORS, pool.healthmonitor_id)
         if current is None or current.type != wanted.type:
             if current is not None:
-                self.write(partial(self._api.delete_monitor, self._lb_id, current.id))
+                self.write(
+                    partial(self._api.delete, HEALTH_MONITORS, current.id, lb_id=self._lb_id)
+                )
             self.write(
-                partial(self._api.create_monitor, self._lb_id, wanted.body() | {"pool_id": pool.id})
+                partial(
+                    self._api.create,
+                    HEALTH_MONITORS,
+                    lb_id=self._lb_id,
+                    body=wanted.body() | {"pool_id": pool.id},
+                )
             )
             return
         changes = wanted.changes(current)
         if changes:
-            self.write(partial(self._api.update_monitor, self._lb_id, current.id, changes))
+            self.write(
+                partial(self._api.update, HEALTH_MONITORS, current.id, changes, lb_id=self._lb_id)
+            )
 
     # --- creation and deletion -------------------------------------------------------------------
     def _create_listener(self, spec: ListenerSpec) -> None:
-        listener = self.write(partial(self._api.create_listener, self._lb_id, spec.body()))
+        listener = self.write(
+            partial(
+                self._api.create,
+                LISTENERS,
+                lb_id=self._lb_id,
+                body=spec.body() | {"loadbalancer_id": self._lb_id},
+            )
+        )
         self._create_pool(spec.pool, listener.id)
 
     def _create_pool(self, spec: PoolSpec, listener_id: str) -> None:
@@ -239,19 +274,24 @@ class Reconciler:
         # follow once the load balancer is ACTIVE again, in the next syncs, which find the
         # bare pool and fill it like any pool that differs from its spec.
         self.write(
-            partial(self._api.create_pool, self._lb_id, spec.body() | {"listener_id": listener_id})
+            partial(
+                self._api.create,
+                POOLS,
+                lb_id=self._lb_id,
+                body=spec.body() | {"listener_id": listener_id},
+            )
         )
         if self._one_write and (spec.member_count or spec.monitor is not None):
             # The create left the load balancer PENDING_UPDATE: the next write would only
             # earn a 409, so stop here.
-            raise self._api.backoff.retry(self._lb_id, "got a new pool; its members come next")
+            raise self._api.retry_later(self._lb_id, "got a new pool; its members come next")
 
     def _delete_listener(self, listener: Listener, pools: Sequence[Pool]) -> None:
         pool = _pool_of(listener, pools)
         if pool is not None:
             # Deleting a pool deletes its members and monitor with it.
-            self.write(partial(self._api.delete_pool, self._lb_id, pool.id))
-        self.write(partial(self._api.delete_listener, self._lb_id, listener.id))
+            self.write(partial(self._api.delete, POOLS, pool.id, lb_id=self._lb_id))
+        self.write(partial(self._api.delete, LISTENERS, listener.id, lb_id=self._lb_id))
 
     # --- ownership -------------------------------------------------------------------------------
     def _is_ours(self, listener: Listener, *, owner: bool) -> bool:

@@ -49,10 +49,6 @@ class LoadBalancer(_Json, frozen=True):
     updated_at: str | None = None
 
 
-class LoadBalancerEnvelope(_Json, frozen=True):
-    loadbalancer: LoadBalancer
-
-
 class Listener(_Json, frozen=True):
     id: str
     name: str = ""
@@ -71,10 +67,6 @@ class Listener(_Json, frozen=True):
     loadbalancers: list[Ref] = []
 
 
-class ListenerEnvelope(_Json, frozen=True):
-    listener: Listener
-
-
 class Persistence(_Json, frozen=True):
     type: str = ""
 
@@ -90,10 +82,6 @@ class Pool(_Json, frozen=True):
     members: list[Ref] = []
     loadbalancers: list[Ref] = []
     tags: list[str] = []
-
-
-class PoolEnvelope(_Json, frozen=True):
-    pool: Pool
 
 
 class Member(_Json, frozen=True):
@@ -118,10 +106,6 @@ class HealthMonitor(_Json, frozen=True):
     expected_codes: str | None = None
 
 
-class HealthMonitorEnvelope(_Json, frozen=True):
-    healthmonitor: HealthMonitor
-
-
 class FloatingIp(_Json, frozen=True):
     id: str
     floating_ip_address: str = ""
@@ -129,10 +113,6 @@ class FloatingIp(_Json, frozen=True):
     tags: list[str] = []
     port_id: str | None = None
     description: str = ""
-
-
-class FloatingIpEnvelope(_Json, frozen=True):
-    floatingip: FloatingIp
 
 
 class Subnet(_Json, frozen=True):
@@ -144,19 +124,11 @@ class Subnet(_Json, frozen=True):
     tags: list[str] = []
 
 
-class SubnetEnvelope(_Json, frozen=True):
-    subnet: Subnet
-
-
 class SecurityGroup(_Json, frozen=True):
     id: str
     name: str = ""
     description: str = ""
     tags: list[str] = []
-
-
-class SecurityGroupEnvelope(_Json, frozen=True):
-    security_group: SecurityGroup
 
 
 class SecurityGroupRule(_Json, frozen=True):
@@ -168,7 +140,3 @@ class SecurityGroupRule(_Json, frozen=True):
     port_range_max: int | None = None
     remote_ip_prefix: str | None = None
     remote_group_id: str | None = None
-
-
-class SecurityGroupRuleList(_Json, frozen=True):
-    security_group_rules: list[SecurityGroupRule]

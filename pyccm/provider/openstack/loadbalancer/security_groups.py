@@ -24,10 +24,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyccm.protocol.views import Node, Service
-from pyccm.provider.errors import InvalidProviderId
-from pyccm.provider.openstack.instances import parse_provider_id
+from pyccm.provider.errors import CloudConflict, InvalidProviderId
+from pyccm.provider.openstack.common.provider_ids import parse_provider_id
 from pyccm.provider.openstack.loadbalancer import naming
-from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.api import (
+    PORTS,
+    SECURITY_GROUP_RULES,
+    SECURITY_GROUPS,
+    SUBNETS,
+    Api,
+)
 from pyccm.provider.openstack.loadbalancer.members import MemberChoice, member_address
 from pyccm.provider.openstack.loadbalancer.resources import SecurityGroup, SecurityGroupRule
 from pyccm.provider.openstack.loadbalancer.service_annotations import Events
@@ -131,22 +137,22 @@ class SecurityGroups:
             self._attach(families, self._group(families[0], service), nodes, choices)
 
     def delete(self, cfg: ServiceConfig, service: Service) -> None:
-        for group in self._api.find_security_groups(naming.security_group_name(service)):
+        for group in self._api.find(SECURITY_GROUPS, {"name": naming.security_group_name(service)}):
             if not self.mine(group):
                 continue
-            for port in self._api.ports_with_group(group.id):
+            for port in self._api.ports({"security_groups": group.id}):
                 groups = [g for g in port.security_groups if g != group.id]
-                self._api.update_port_groups(port.id, groups)
-            self._api.delete_security_group(group.id)
+                self._api.update(PORTS, port.id, {"security_groups": groups})
+            self._api.delete(SECURITY_GROUPS, group.id)
 
     def _group(self, cfg: ServiceConfig, service: Service) -> SecurityGroup:
         name = naming.security_group_name(service)
-        found = self._api.find_security_groups(name)
+        found = self._api.find(SECURITY_GROUPS, {"name": name})
         if found:
             self.tag(found[0])
             return found[0]
         description = naming.security_group_description(service, cluster=cfg.cluster)
-        group = self._api.create_security_group(name, description)
+        group = self._api.create(SECURITY_GROUPS, {"name": name, "description": description})
         self.tag(group)
         return group
 
@@ -157,29 +163,32 @@ class SecurityGroups:
     def tag(self, group: SecurityGroup) -> None:
         if self._cluster_id and naming.owner_of(group.tags) is None:
             tags = [*group.tags, naming.owner_tag(self._cluster_id)]
-            self._api.set_tags("security-groups", group.id, tags)
+            self._api.set_tags(SECURITY_GROUPS, group.id, tags)
 
     def _rules(
         self, families: Sequence[ServiceConfig], service: Service, group: SecurityGroup
     ) -> None:
         wanted: set[Rule] = set()
         for cfg, subnet_id in _member_subnets(families):
-            wanted |= wanted_rules(cfg, service, self._api.get_subnet(subnet_id).cidr)
+            wanted |= wanted_rules(cfg, service, self._api.get(SUBNETS, subnet_id).cidr)
         current: dict[Rule, str] = {}
         defaults: list[str] = []
-        for rule in self._api.security_group_rules(group.id):
+        for rule in self._api.find(SECURITY_GROUP_RULES, {"security_group_id": group.id}):
             key = _rule_of(rule)
             if key is not None:
                 current[key] = rule.id
             elif _is_default_egress(rule):
                 defaults.append(rule.id)
         for key in wanted - current.keys():
-            self._api.create_security_group_rule(_rule_body(group.id, key))
+            try:
+                self._api.create(SECURITY_GROUP_RULES, _rule_body(group.id, key))
+            except CloudConflict:
+                continue  # the same rule exists already: what we wanted
         for key, rule_id in current.items():
             if key not in wanted:
-                self._api.delete_security_group_rule(rule_id)
+                self._api.delete(SECURITY_GROUP_RULES, rule_id)
         for rule_id in defaults:
-            self._api.delete_security_group_rule(rule_id)
+            self._api.delete(SECURITY_GROUP_RULES, rule_id)
 
     def _attach(
         self,
@@ -192,7 +201,7 @@ class SecurityGroups:
         # still without it cost a port lookup each (not every node on every sync).
         attached = {
             fixed.ip_address
-            for port in self._api.ports_with_group(group.id)
+            for port in self._api.ports({"security_groups": group.id})
             for fixed in port.fixed_ips
         }
         for node in eligible_nodes(families[0], nodes):
@@ -203,10 +212,12 @@ class SecurityGroups:
                 _, server_id = parse_provider_id(node.spec.provider_id)
             except InvalidProviderId:
                 continue  # not initialized yet: the next sync attaches it
-            for port in self._api.server_ports(server_id):
+            for port in self._api.ports({"device_id": server_id}):
                 holds = any(ip.ip_address in addresses for ip in port.fixed_ips)
                 if holds and port.port_security_enabled and group.id not in port.security_groups:
-                    self._api.update_port_groups(port.id, [*port.security_groups, group.id])
+                    self._api.update(
+                        PORTS, port.id, {"security_groups": [*port.security_groups, group.id]}
+                    )
 
 
 def _member_subnets(families: Sequence[ServiceConfig]) -> list[tuple[ServiceConfig, str]]:

@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 
 from pyccm.protocol.views import Node, Service, ServicePort
 from pyccm.provider.errors import CloudError, InvalidProviderId
+from pyccm.provider.openstack.common.features import CloudFeatures, OctaviaFeatures
+from pyccm.provider.openstack.common.provider_ids import parse_provider_id
 from pyccm.provider.openstack.config import (
     LiveSettings,
     LoadBalancerClass,
     LoadBalancerSettings,
 )
-from pyccm.provider.openstack.features import CloudFeatures, OctaviaFeatures
-from pyccm.provider.openstack.instances import parse_provider_id
 from pyccm.provider.openstack.loadbalancer import naming
 from pyccm.provider.openstack.loadbalancer import service_annotations as a
-from pyccm.provider.openstack.loadbalancer.api import Api
+from pyccm.provider.openstack.loadbalancer.api import NETWORKS, SUBNETS, Api
 from pyccm.provider.openstack.loadbalancer.members import (
     ADDRESS_TYPES,
     MemberChoice,
@@ -609,7 +609,7 @@ class Resolver:
                 f"set [LoadBalancer] subnet-id: node {node.name} has no usable providerID"
             ) from exc
         address = member_address(node, choice)
-        for port in self._api.server_ports(server_id):
+        for port in self._api.ports({"device_id": server_id}):
             for fixed in port.fixed_ips:
                 if fixed.ip_address == address and fixed.subnet_id:
                     return fixed.subnet_id
@@ -634,8 +634,8 @@ class Resolver:
         return found
 
     def _search_external_network(self) -> str:
-        for network in self._api.external_networks():
-            subnets = self._api.subnets(network_id=network.id)
+        for network in self._api.find(NETWORKS, {"router:external": "true"}):
+            subnets = self._api.find(SUBNETS, {"network_id": network.id})
             # A network whose subnets the project cannot see still counts (upstream).
             if not subnets or any(s.ip_version == 4 for s in subnets):
                 return network.id

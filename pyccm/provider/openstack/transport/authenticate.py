@@ -1,4 +1,4 @@
-"""`python -m pyccm.provider.openstack.authenticate`: one Keystone authentication, by
+"""`python -m pyccm.provider.openstack.transport.authenticate`: one Keystone authentication, by
 keystoneauth1, in a short-lived child process (`child.py` carries the question and answer).
 
 The question (JSON on stdin): `auth_url`, `method` (`password`, `token` or
@@ -25,7 +25,7 @@ import urllib.parse
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from pyccm.provider.openstack.child import ChildError, serve
+from pyccm.provider.openstack.transport.child import ChildError, serve
 
 if TYPE_CHECKING:
     from keystoneauth1 import session as ks_session

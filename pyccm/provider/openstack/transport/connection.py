@@ -37,7 +37,7 @@ import urllib3
 
 from pyccm import proxies
 from pyccm.provider.errors import CloudError, ConfigError
-from pyccm.provider.openstack.keystone import CHILD_START, SERVICES, Keystone, Token
+from pyccm.provider.openstack.transport.keystone import CHILD_START, SERVICES, Keystone, Token
 
 if TYPE_CHECKING:
     from pyccm.provider.openstack.config import GlobalSettings, OpenStackSettings

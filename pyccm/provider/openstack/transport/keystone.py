@@ -35,7 +35,7 @@ import msgspec
 from prometheus_client import Counter, Histogram
 
 from pyccm.provider.errors import CloudError
-from pyccm.provider.openstack import child
+from pyccm.provider.openstack.transport import child
 
 # A token this close to its expiry is renewed first (keystoneauth's MIN_TOKEN_LIFE_SECONDS).
 RENEW_BEFORE = 120.0
@@ -45,7 +45,7 @@ FIRST_FAILURE_BACKOFF = 1.0
 MAX_FAILURE_BACKOFF = 30.0
 # Seconds a child has to start Python and import keystoneauth1, on top of the HTTP timeout.
 CHILD_START = 10.0
-AUTHENTICATE = "pyccm.provider.openstack.authenticate"
+AUTHENTICATE = "pyccm.provider.openstack.transport.authenticate"
 # The plugin options that are secrets (and the proxy URL's credentials are in `proxies`).
 SECRET_OPTIONS = ("password", "token", "application_credential_secret")
 SERVICES = ("compute", "network", "load-balancer")

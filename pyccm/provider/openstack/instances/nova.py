@@ -53,10 +53,10 @@ from pyccm.provider.errors import (
     ProviderError,
 )
 from pyccm.provider.interface import InstanceListing, InstanceMetadata, ProviderId
-from pyccm.provider.openstack.addresses import node_addresses
-from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.config import LiveSettings, OpenStackSettings
-from pyccm.provider.openstack.resources import (
+from pyccm.provider.openstack.common.concurrency import concurrently
+from pyccm.provider.openstack.common.ports import list_ports
+from pyccm.provider.openstack.common.provider_ids import SCHEME, parse_provider_id
+from pyccm.provider.openstack.common.resources import (
     FlavorEnvelope,
     NetworkEnvelope,
     Port,
@@ -64,10 +64,10 @@ from pyccm.provider.openstack.resources import (
     Server,
     ServerEnvelope,
 )
-from pyccm.provider.openstack.routes import concurrently
+from pyccm.provider.openstack.config import LiveSettings, OpenStackSettings
+from pyccm.provider.openstack.instances.addresses import node_addresses
+from pyccm.provider.openstack.transport.client import OpenStackClient
 
-SCHEME = "openstack"
-_PROVIDER_ID = re.compile(r"^openstack://([^/]*)/([^/]+)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ZONE_BAD_RUNS = re.compile(r"[^-A-Za-z0-9_.]+")
 # Nova ≥ 2.47 embeds the flavor (with `original_name`) in the server.
@@ -98,20 +98,6 @@ AnyServer = TypeVar("AnyServer", ListedServer, Server)
 
 def quote_meta(text: str) -> str:
     return "".join("\\" + c if c in _REGEX_SPECIALS else c for c in text)
-
-
-def parse_provider_id(provider_id: str) -> tuple[str, str]:
-    """(region, server id) of a providerID; InvalidProviderId when it is not ours."""
-    value = provider_id.strip()
-    if "://" not in value:
-        # A bare UUID, or `<region>/<uuid>` / `/<uuid>` without the scheme.
-        value = f"{SCHEME}:///{value}" if "/" not in value else f"{SCHEME}://{value}"
-    match = _PROVIDER_ID.match(value)
-    if match is None:
-        raise InvalidProviderId(
-            f"providerID {provider_id!r} is not openstack://[<region>]/<server id>"
-        )
-    return match.group(1), match.group(2)
 
 
 def sanitize_zone(zone: str) -> str:
@@ -282,14 +268,7 @@ class OpenStackInstances:
         return "2.47" if highest is not None and highest >= FLAVOR_MICROVERSION else None
 
     def _ports(self, server_id: str) -> list[Port]:
-        return self._client.list_all(
-            Port,
-            "network",
-            "/ports",
-            key="ports",
-            request="port_list",
-            params={"device_id": server_id},
-        )
+        return list_ports(self._client, {"device_id": server_id})
 
     def _ports_of_servers(self, server_ids: Sequence[str]) -> dict[str, list[Port]]:
         """The ports of many servers by server id, `PORTS_PER_CALL` servers a call and
@@ -302,16 +281,11 @@ class OpenStackInstances:
         listed: dict[int, list[Port]] = {}
 
         def list_chunk(index: int) -> None:
-            listed[index] = self._client.list_all(
-                Port,
-                "network",
-                "/ports",
-                key="ports",
-                request="port_list",
-                params={"device_id": chunks[index]},
-            )
+            listed[index] = list_ports(self._client, {"device_id": chunks[index]})
 
-        errors = concurrently(list_chunk, range(len(chunks)), limit=PORT_LISTS_AT_ONCE)
+        errors = concurrently(
+            list_chunk, range(len(chunks)), limit=PORT_LISTS_AT_ONCE, name="instance-ports"
+        )
         failed = next((error for error in errors if error is not None), None)
         if failed is not None:
             raise failed

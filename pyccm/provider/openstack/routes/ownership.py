@@ -1,6 +1,6 @@
 """This cluster's routes on every router that carries its claims (`pyccm gc`, issue 14).
 
-The routers are found by their `pyccm-routes:<cluster-id>=...` tags (`routes_claims`), not
+The routers are found by their `pyccm-routes:<cluster-id>=...` tags (`provider.route_claims`), not
 by `[Route] router-id`: a cluster that moved to another router, or whose cloud.conf is
 gone with it, still has its leftovers found. A route is this cluster's when one of its
 claims on that router covers the destination; one that another cluster's claim covers as
@@ -27,10 +27,10 @@ from pyccm.provider.interface import (
     OwnedRouteFailure,
     Route,
 )
-from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.resources import Router, RouterEnvelope
-from pyccm.provider.openstack.routes import OpenStackRoutes, remove_router_tag
-from pyccm.provider.openstack.routes_claims import Claim, claimed_by, claims, covers
+from pyccm.provider.openstack.common.resources import Router, RouterEnvelope
+from pyccm.provider.openstack.routes.router import OpenStackRoutes, remove_router_tag
+from pyccm.provider.openstack.transport.client import OpenStackClient
+from pyccm.provider.route_claims import Claim, claimed_by, claims, covers
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 
 from pyccm.protocol.views import NodeAddress
+from pyccm.provider.openstack.common.resources import Port, Server, ServerAddress
 from pyccm.provider.openstack.config import NetworkingSettings
-from pyccm.provider.openstack.resources import Port, Server, ServerAddress
 
 INTERNAL_IP = "InternalIP"
 EXTERNAL_IP = "ExternalIP"

@@ -1,4 +1,4 @@
-"""`python -m pyccm.provider.openstack.clouds`: one clouds.yaml entry, resolved by
+"""`python -m pyccm.provider.openstack.transport.clouds`: one clouds.yaml entry, resolved by
 openstacksdk's own loader in a short-lived child process (`child.py` carries the question
 and the answer), so that openstacksdk (about 30 MiB of imports) is never resident in a
 worker (docs/architecture.md#provider-http).
@@ -19,7 +19,7 @@ import sys
 import warnings
 from typing import Any
 
-from pyccm.provider.openstack.child import ChildError, serve
+from pyccm.provider.openstack.transport.child import ChildError, serve
 
 
 def main() -> int:

@@ -12,7 +12,8 @@ route that another cluster's claim also covers is ambiguous: it may be theirs, s
 never deleted (`claimed_by`). A router without any claim is upstream's: the CIDR rule
 alone decides, as before (migration from upstream's CCM).
 
-Pure functions: the OpenStack routes, `pyccm gc` and the fake provider share them.
+Pure functions, the rules of `interface.RouteClaims`: the OpenStack routes, `pyccm gc` and the
+fake provider share them.
 """
 
 from __future__ import annotations

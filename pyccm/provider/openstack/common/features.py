@@ -28,8 +28,8 @@ from typing import Any
 import msgspec
 
 from pyccm.provider.errors import CloudNotFound
-from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.resources import ExtensionList
+from pyccm.provider.openstack.common.resources import ExtensionList
+from pyccm.provider.openstack.transport.client import OpenStackClient
 
 log = logging.getLogger(__name__)
 

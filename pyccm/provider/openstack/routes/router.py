@@ -32,10 +32,8 @@ each slower than the last as Neutron re-validates the whole list. Here a batch i
    `PORT_UPDATES_IN_FLIGHT` at once (Neutron has no bulk port update). Each port is written
    once per batch even when it is the next hop of several routes (dual stack).
 
-The port updates run on daemon threads, never a `ThreadPoolExecutor`: the executor's threads
-are joined at interpreter exit, which kept a SIGTERMed route worker alive until every queued
-call was made. Deleting a route whose node port is already gone succeeds instead of rolling
-the route back forever.
+The port updates run on daemon threads (`common.concurrency`). Deleting a route whose node
+port is already gone succeeds instead of rolling the route back forever.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ import logging
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -54,15 +52,17 @@ import msgspec
 from pyccm.protocol.views import Node
 from pyccm.provider.errors import CloudError, CloudNotFound, ProviderError
 from pyccm.provider.interface import Route, RouteFailure
-from pyccm.provider.openstack.client import OpenStackClient
-from pyccm.provider.openstack.resources import (
+from pyccm.provider.openstack.common.concurrency import concurrently
+from pyccm.provider.openstack.common.ports import list_ports
+from pyccm.provider.openstack.common.resources import (
     AddressPair,
     Port,
     Router,
     RouterEnvelope,
     RouterRoute,
 )
-from pyccm.provider.openstack.routes_claims import claimed_by, claims, claims_for
+from pyccm.provider.openstack.transport.client import OpenStackClient
+from pyccm.provider.route_claims import claimed_by, claims, claims_for
 
 log = logging.getLogger(__name__)
 
@@ -185,45 +185,6 @@ def _splits(error: ProviderError) -> bool:
     return isinstance(error, CloudError) and error.status in (400, 413)
 
 
-def concurrently(
-    call: Callable[[T], None], items: Sequence[T], *, limit: int
-) -> list[ProviderError | None]:
-    """`call(item)` for every item, at most `limit` at once; each item's error or None.
-
-    Daemon threads, so a worker that is stopping never waits for them; any exception is
-    kept as that item's error, so one failure (even a provider bug) never stops the others.
-    """
-    errors: list[ProviderError | None] = [None] * len(items)
-    pending = iter(range(len(items)))
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                index = next(pending, None)
-            if index is None:
-                return
-            try:
-                call(items[index])
-            except ProviderError as error:
-                errors[index] = error
-            except Exception as error:  # kept as this item's failure
-                errors[index] = CloudError(f"{type(error).__name__}: {error}")
-
-    if len(items) <= 1:
-        work()
-        return errors
-    threads = [
-        threading.Thread(target=work, name="route-port", daemon=True)
-        for _ in range(min(limit, len(items)))
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
-
-
 @dataclass
 class _Batch:
     """What happened to each router entry of one batch."""
@@ -250,7 +211,8 @@ class OpenStackRoutes:
         cluster_id: str = "",
     ) -> None:
         self._client = client
-        # Whose claims on the router are this cluster's (`routes_claims`); "" claims nothing.
+        # Whose claims on the router are this cluster's (`provider.route_claims`); ""
+        # claims nothing.
         self._cluster_id = cluster_id
         # (router, tag) pairs already written: a claim costs a call once per process.
         self._claimed: set[tuple[str, str]] = set()
@@ -518,7 +480,9 @@ class OpenStackRoutes:
             if add or not isinstance(missed, CloudNotFound):
                 undone.update(dict.fromkeys(by_hop[hop], missed))
         updates = _pair_updates(ports, by_hop, add=add)
-        errors = concurrently(self._set_pairs, updates, limit=PORT_UPDATES_IN_FLIGHT)
+        errors = concurrently(
+            self._set_pairs, updates, limit=PORT_UPDATES_IN_FLIGHT, name="route-port"
+        )
         for update, failed in zip(updates, errors, strict=True):
             if failed is not None:
                 undone.update(dict.fromkeys(update.entries, failed))
@@ -529,14 +493,7 @@ class OpenStackRoutes:
 
     def _networks(self, *, refresh: bool = False) -> frozenset[str]:
         if self._router_networks is None or refresh:
-            ports = self._client.list_all(
-                Port,
-                "network",
-                "/ports",
-                key="ports",
-                request="port_list",
-                params={"device_id": self._router_id},
-            )
+            ports = list_ports(self._client, {"device_id": self._router_id})
             self._router_networks = frozenset(p.network_id for p in ports)
         return self._router_networks
 
@@ -580,27 +537,17 @@ class OpenStackRoutes:
             listed: dict[str, _Ports] = {}
 
             def query(address: str) -> None:
-                listed[address] = self._client.list_all(
-                    Port,
-                    "network",
-                    "/ports",
-                    key="ports",
-                    request="port_list",
-                    params={"fixed_ips": [f"ip_address={address}"]},
-                )
+                listed[address] = list_ports(self._client, {"fixed_ips": [f"ip_address={address}"]})
 
-            for error in concurrently(query, addresses, limit=LOOKUPS_ONE_BY_ONE):
+            for error in concurrently(
+                query, addresses, limit=LOOKUPS_ONE_BY_ONE, name="route-port"
+            ):
                 if error is not None:
                     raise error
             ports: Iterable[Port] = (p for found in listed.values() for p in found)
         else:
-            ports = self._client.list_all(
-                Port,
-                "network",
-                "/ports",
-                key="ports",
-                request="port_list",
-                params={"network_id": sorted(networks), "fields": PORT_FIELDS},
+            ports = list_ports(
+                self._client, {"network_id": sorted(networks), "fields": PORT_FIELDS}
             )
         wanted = set(addresses)
         holders: dict[str, dict[str, Port]] = defaultdict(dict)

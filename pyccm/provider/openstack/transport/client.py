@@ -3,9 +3,9 @@
 It owns the process's `Connection` (`connection.py`: one urllib3 pool manager and the
 Keystone token) and adds what upstream lacks (reference §6, SPEC "Provider"):
 
-* a client-side token bucket shared by every HTTP request of the process: each attempt of
-  a call takes a token, and so do Keystone's requests and Nova's version document
-  (`--cloud-api-qps`, `--cloud-api-burst`);
+* a client-side token bucket (`pacing.TokenBucket`) shared by every HTTP request of the
+  process: each attempt of a call takes a token, and so do Keystone's requests and Nova's
+  version document (`--cloud-api-qps`, `--cloud-api-burst`);
 * 429 and 503 answers honour `Retry-After`: a short wait is taken inline and the request
   repeated (these statuses mean "not processed"), a long one becomes `RetryAfter` so the
   worker requeues the key instead of holding a thread;
@@ -54,7 +54,7 @@ from pyccm.provider.errors import (
     ProviderError,
     RetryAfter,
 )
-from pyccm.provider.openstack.connection import (
+from pyccm.provider.openstack.transport.connection import (
     Answer,
     Connection,
     ServiceType,
@@ -62,6 +62,7 @@ from pyccm.provider.openstack.connection import (
     fault_message,
     host_of,
 )
+from pyccm.provider.openstack.transport.pacing import TokenBucket
 
 if TYPE_CHECKING:
     from pyccm.provider.openstack.config import OpenStackSettings
@@ -82,45 +83,6 @@ _RETRY_STATUSES = frozenset({429, 503})
 _READ_RETRY_STATUSES = frozenset({500, 502, 504})
 READ_RETRY_WAIT = 0.2
 _NOT_RETRYABLE = frozenset({400, 401, 403, 405, 413})
-
-
-class TokenBucket:
-    """A thread-safe token bucket: `rate` tokens per second, at most `burst` stored.
-
-    A caller that finds the bucket empty takes a token "on credit" (the balance goes
-    negative) and sleeps until it would have been refilled, outside the lock, so waiting
-    callers are served in arrival order and never wake up together.
-    """
-
-    def __init__(
-        self,
-        *,
-        rate: float,
-        burst: int,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError("the cloud API rate must be positive and the burst at least 1")
-        self._rate = rate
-        self._burst = float(burst)
-        self._clock = clock
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        self._tokens = float(burst)
-        self._stamp = clock()
-
-    def acquire(self) -> float:
-        """Take one token, waiting if needed. Returns the time waited (for tests)."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
-            self._stamp = now
-            self._tokens -= 1.0
-            wait = 0.0 if self._tokens >= 0 else -self._tokens / self._rate
-        if wait > 0:
-            self._sleep(wait)
-        return wait
 
 
 class ApiMetrics:

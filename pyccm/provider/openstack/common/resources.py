@@ -106,7 +106,7 @@ class Router(_Json, frozen=True):
     id: str
     routes: list[RouterRoute] = []
     name: str = ""
-    # Neutron's standard-attr tags: the `pyccm-routes` claims (routes_claims).
+    # Neutron's standard-attr tags: the `pyccm-routes` claims (`provider.route_claims`).
     tags: list[str] = []
 
 
