@@ -67,9 +67,10 @@ class CloudError(ProviderError):
 
 
 class OwnedByAnotherCluster(CloudError):
-    """The cloud resource a Service would use carries another cluster's identity (upstream
-    #3102): pyccm neither updates nor deletes it. `owner` is that cluster's id; the service
-    controller turns this into a Warning event with `reason`."""
+    """The cloud resource a Service would use carries another cluster's identity
+    (kubernetes/cloud-provider-openstack#3102): pyccm neither updates nor deletes it. `owner`
+    is that cluster's id; the service controller turns this into a Warning event with
+    `reason`."""
 
     reason = "LoadBalancerOwnedByAnotherCluster"
 

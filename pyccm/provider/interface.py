@@ -270,9 +270,9 @@ class Routes(Protocol):
 class RouteClaims(Routes, Protocol):
     """Routes whose router records which cluster routes which CIDR through it (optional).
 
-    Router routes carry no tags, so two clusters sharing a router (upstream #3102) are
-    told apart by a claim on the router itself; `list` then fills each route's
-    `claimed_by` from the other clusters' claims."""
+    Router routes carry no tags, so two clusters sharing a router
+    (kubernetes/cloud-provider-openstack#3102) are told apart by a claim on the router
+    itself; `list` then fills each route's `claimed_by` from the other clusters' claims."""
 
     def claim(self, *, cluster_cidrs: Sequence[str]) -> None:
         """Record that this cluster routes `cluster_cidrs` through the router (idempotent,

@@ -20,8 +20,9 @@ class ProviderSettings:
     cluster_name: str = "kubernetes"
     # `--cluster-id`: unique per cluster (the `kube-system` namespace UID), written in the
     # tags of every cloud resource pyccm creates so that two clusters with the same
-    # `--cluster-name` never adopt or delete each other's (upstream #3102). "" (no identity
-    # known) keeps upstream's ownership by name alone.
+    # `--cluster-name` never adopt or delete each other's
+    # (kubernetes/cloud-provider-openstack#3102). "" (no identity known) keeps upstream's
+    # ownership by name alone.
     cluster_id: str = ""
     # `--cloud-api-qps` / `--cloud-api-burst`: one token bucket per process for every cloud
     # call. 20/s sustained with bursts of 40 keeps a 10-thread service worker busy without

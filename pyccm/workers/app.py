@@ -101,6 +101,8 @@ def _cloud(args: argparse.Namespace, *, plan: Plan, bus: BusClientSettings | Non
     cluster id, when the controller needs one and no flag gives it, comes after (from the
     manager, or the API): the cloud is then built again with it. A cloud opens no
     connection before its first call, so the first build costs a parse of cloud.conf."""
+    if not (args.cloud_api_qps > 0 and args.cloud_api_burst >= 1):
+        raise ConfigError("--cloud-api-qps must be above 0 and --cloud-api-burst at least 1")
     settings = ProviderSettings(
         cloud_config=Path(args.cloud_config) if args.cloud_config else None,
         cluster_name=args.cluster_name,

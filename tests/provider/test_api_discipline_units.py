@@ -1,5 +1,5 @@
-"""The pieces of the cloud API discipline that need no cloud: the token bucket on a fake
-clock, Retry-After parsing, the Octavia version list, the Keystone token requests."""
+"""The pieces of the cloud API discipline that need no cloud (the token bucket's are
+tests/pacing's): Retry-After parsing, the Octavia version list, the Keystone token requests."""
 
 from __future__ import annotations
 
@@ -10,51 +10,6 @@ from pyccm.provider.openstack.common.features import OctaviaFeatures, parse_vers
 from pyccm.provider.openstack.config import GlobalSettings
 from pyccm.provider.openstack.transport.client import retry_after_seconds
 from pyccm.provider.openstack.transport.connection import auth_method
-from pyccm.provider.openstack.transport.pacing import TokenBucket
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-def test_the_bucket_lets_a_burst_through_then_paces_at_the_rate() -> None:
-    clock = FakeClock()
-    bucket = TokenBucket(rate=2.0, burst=3, clock=clock, sleep=clock.sleep)
-
-    waits = [bucket.acquire() for _ in range(6)]
-
-    assert waits[:3] == [0.0, 0.0, 0.0]
-    assert waits[3:] == pytest.approx([0.5, 0.5, 0.5])
-
-
-def test_the_bucket_refills_while_idle_but_never_above_the_burst() -> None:
-    clock = FakeClock()
-    bucket = TokenBucket(rate=1.0, burst=2, clock=clock, sleep=clock.sleep)
-    for _ in range(2):
-        bucket.acquire()
-
-    clock.now += 60
-    waits = [bucket.acquire() for _ in range(3)]
-
-    assert waits == pytest.approx([0.0, 0.0, 1.0])
-
-
-def test_waiters_queue_on_credit_instead_of_waking_together() -> None:
-    clock = FakeClock()
-    bucket = TokenBucket(rate=1.0, burst=1, clock=clock, sleep=lambda s: None)
-    bucket.acquire()
-
-    # Three callers arrive at the same instant: each waits one period longer than the last.
-    assert [bucket.acquire() for _ in range(3)] == pytest.approx([1.0, 2.0, 3.0])
 
 
 @pytest.mark.parametrize(

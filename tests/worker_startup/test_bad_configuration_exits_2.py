@@ -53,6 +53,14 @@ CASES = {
         ["service", "--cloud-provider", "fake", "--shard", "2/2"],
         "--shard '2/2': need 0 <= i < n",
     ),
+    "route, no cloud API rate": (
+        ["route", "--cloud-api-qps", "0"],
+        "--cloud-api-qps must be above 0 and --cloud-api-burst at least 1",
+    ),
+    "service, a cloud API burst below 1": (
+        ["service", "--cloud-api-burst", "0"],
+        "--cloud-api-qps must be above 0 and --cloud-api-burst at least 1",
+    ),
     "service, a class-only claim without a class": (
         ["service", "--cloud-provider", "fake", "--load-balancer-class-only"],
         "--load-balancer-class-only needs --load-balancer-class NAME",

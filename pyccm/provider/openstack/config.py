@@ -1,13 +1,13 @@
 """`cloud.conf` (and `clouds.yaml`) into one frozen settings object, validated at start.
 
-Upstream-compatible (reference §1): the same sections, keys, defaults and parsing rules
-(`provider.openstack.gcfg`), unknown keys ignored. Where upstream only warns about a value
-that cannot work (an unknown `lb-provider`, an invalid CIDR in `address-sort-order`) pyccm
-refuses to start with one line naming the file, section and key, so a typo is found at
-deploy time rather than at the first Service. With `use-clouds = true` the empty `[Global]`
-values are filled from a `clouds.yaml` entry read by openstacksdk's loader in a child
-process (`clouds.py`); values set in
-`cloud.conf` win, as upstream.
+Upstream-compatible (docs/upstream.md#cloud-conf): the same sections, keys, defaults and
+parsing rules (`provider.openstack.gcfg`), unknown keys ignored. Where upstream only warns
+about a value that cannot work (an unknown `lb-provider`, an invalid CIDR in
+`address-sort-order`) pyccm refuses to start with one line naming the file, section and
+key, so a typo is found at deploy time rather than at the first Service. With
+`use-clouds = true` the empty `[Global]` values are filled from a `clouds.yaml` entry read by
+openstacksdk's loader in a child process (`transport/clouds.py`); values set in `cloud.conf`
+win, as upstream.
 
 Credentials live in `GlobalSettings` fields that are excluded from `repr`, so logging a
 settings object never prints them.
@@ -105,7 +105,7 @@ class LoadBalancerClass:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadBalancerSettings:
-    """`[LoadBalancer]` with upstream's defaults (reference §1.3)."""
+    """`[LoadBalancer]` with upstream's defaults."""
 
     enabled: bool = True
     lb_version: str = ""
@@ -351,7 +351,7 @@ def _metadata(document: IniDocument) -> MetadataSettings:
 
 # --- clouds.yaml ---------------------------------------------------------------------------
 
-# clouds.yaml `auth` keys → `[Global]` fields they may fill (reference §1.2).
+# clouds.yaml `auth` keys → `[Global]` fields they may fill (docs/upstream.md#cloud-conf).
 _CLOUDS_AUTH_FIELDS = {
     "auth_url": "auth_url",
     "user_id": "user_id",

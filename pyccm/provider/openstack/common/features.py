@@ -1,7 +1,7 @@
 """What this cloud can do: Octavia's API version and Neutron's extensions, read once.
 
 Upstream reads the Octavia root document once per process and takes the last entry's id
-(`v2.27`) as the API version (reference §3.3). Here:
+(`v2.27`) as the API version (docs/upstream.md#octavia-features). Here:
 
 * the document is read at the unversioned root of the catalog's load-balancer endpoint,
   found without keystoneauth's version discovery (the real Octavia answers discovery of
@@ -38,7 +38,7 @@ _VERSION_ID = re.compile(r"^v(\d+)\.(\d+)$")
 
 @dataclass(frozen=True)
 class Gate:
-    """A feature Octavia has from API 2.<minor> on (reference §3.3)."""
+    """A feature Octavia has from API 2.<minor> on (docs/upstream.md#octavia-features)."""
 
     minor: int
     # How a Warning names it.
@@ -64,7 +64,8 @@ GATES = {
 
 @dataclass(frozen=True)
 class OctaviaFeatures:
-    """Octavia feature gates by API version; `ovn` turns several off (reference §3.3)."""
+    """Octavia feature gates by API version; `ovn` turns several off
+    (docs/upstream.md#octavia-features)."""
 
     version: tuple[int, int] | None
     lb_provider: str = "amphora"

@@ -1,4 +1,4 @@
-"""The node address algorithm, rule by rule in upstream's order (reference §2.3).
+"""The node address algorithm, rule by rule in upstream's order (docs/upstream.md#node-addresses).
 
 A pure function of the server, its ports, its trunk subports' addresses and
 `[Networking]`, so every rule is unit-tested without a cloud. The order of the rules is

@@ -1,11 +1,12 @@
-"""Upstream's InstancesV2 on Nova and Neutron (reference §2), with one fix.
+"""Upstream's InstancesV2 on Nova and Neutron (docs/upstream.md#instances), with one fix.
 
 * providerID `openstack:///<uuid>` or `openstack://<region>/<uuid>`; a value without a
   scheme is read as `openstack://<value>`, and a bare server UUID is accepted too;
 * without a providerID the server is looked up by name with Nova's regex filter, anchored
   (`^name$`): several hits are `AmbiguousInstance`, none is `InstanceNotFound`. **Better
   than upstream**, which returns a generic error there, so a Node whose server was deleted
-  before it got a providerID is never cleaned up (upstream #2999, #3114);
+  before it got a providerID is never cleaned up (kubernetes/cloud-provider-openstack#2999,
+  kubernetes/cloud-provider-openstack#3114);
 * only `SHUTOFF` is "shut down";
 * instance type from the flavor: `original_name` (embedded by Nova ≥ 2.47), else the
   flavor's name, else its id; zone from the server's AZ, sanitised into a label value;

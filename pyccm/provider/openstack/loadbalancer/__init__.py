@@ -1,4 +1,4 @@
-"""Octavia load balancers for `type: LoadBalancer` Services (reference §3).
+"""Octavia load balancers for `type: LoadBalancer` Services (docs/upstream.md).
 
 The OpenStack cloud calls `build_load_balancers` once, on first use, with the process's
 client (every REST call throttled and measured), the `cloud.conf` settings in force (a

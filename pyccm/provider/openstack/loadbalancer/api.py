@@ -5,11 +5,12 @@ keys, the struct an item decodes to, the operations it allows, the statuses a cr
 delete answer, whether its writes wait on the load balancer's provisioning status), and
 `Api` has one generic `find` (list) / `get` / `create` / `update` / `delete` / `set_tags`. Each call
 is one HTTP request through the process's `OpenStackClient` (throttled, measured as
-`<resource>_<op>`, errors mapped), so the call sequence of a sync reads like the reference's
-§3.14 and can be compared with upstream's call for call. openstacksdk has no method for the
-batch member update; here it is a plain `PUT /lbaas/pools/{id}/members` (`replace_members`,
-`add_members`). A read of a missing object is `CloudNotFound` (`get_or_none`: None); a
-delete of a missing one is done already.
+`<resource>_<op>`, errors mapped), so the call sequence of a sync reads like upstream's
+(docs/upstream.md#call-sequences) and can be compared with it call for call. openstacksdk
+has no method for the batch member update; here it is a plain
+`PUT /lbaas/pools/{id}/members` (`replace_members`, `add_members`). A read of a missing
+object is `CloudNotFound` (`get_or_none`: None); a delete of a missing one is done
+already.
 
 Request bodies have a size limit (oslo.middleware's `max_request_body_size`, 114,688 bytes
 by default, answered 413 before anything is done). `BodyLimit` learns it from the first 413
@@ -38,6 +39,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 
+from pyccm.pacing import Backoff
 from pyccm.protocol.decoding import decode_json
 from pyccm.provider.errors import CloudConflict, CloudError, CloudNotFound, RetryAfter
 from pyccm.provider.openstack.common.ports import list_ports
@@ -56,7 +58,6 @@ from pyccm.provider.openstack.loadbalancer.resources import (
 )
 from pyccm.provider.openstack.transport.client import OpenStackClient, Params
 from pyccm.provider.openstack.transport.connection import ServiceType
-from pyccm.provider.openstack.transport.pacing import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -231,13 +232,13 @@ PORTS = Resource("port", "network", "/ports", "port", "ports", Port, frozenset({
 class Api:
     def __init__(self, *, client: OpenStackClient) -> None:
         self._client = client
-        self.backoff = Backoff(first=FIRST_RETRY, factor=RETRY_FACTOR, maximum=MAX_RETRY)
+        self.backoff = Backoff(base=FIRST_RETRY, factor=RETRY_FACTOR, cap=MAX_RETRY)
         self.body_limit = BodyLimit()
 
     def retry_later(self, lb_id: str, why: str) -> RetryAfter:
         """`RetryAfter` for a load balancer that is not ready for the next step; the delay
         grows with each sync that finds it so (`backoff.reset(lb_id)` once it is)."""
-        delay = self.backoff.next_delay(lb_id)
+        delay = self.backoff.next(lb_id)
         return RetryAfter(f"load balancer {lb_id} {why}; retrying in {delay:.1f}s", delay=delay)
 
     # --- the generic calls -----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A pool's members in as few calls as the cloud's request body limit allows (§3.5).
+"""A pool's members in as few calls as the cloud's request body limit allows
+(docs/upstream.md#octavia-objects).
 
 One batch update (`PUT /lbaas/pools/{id}/members` with every member the pool should have)
 converges a pool in one call, whatever changed: a burst of 100 nodes joining and 100

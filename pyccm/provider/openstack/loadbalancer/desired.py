@@ -1,4 +1,5 @@
-"""The Octavia objects a Service should have: listeners, pools, members, monitors (§3.5).
+"""The Octavia objects a Service should have: listeners, pools, members, monitors
+(docs/upstream.md#octavia-objects).
 
 Built from a `ServiceConfig`, the Service's ports and its member nodes, as plain frozen
 specs. They render the request bodies (the fully populated create, a separate listener or

@@ -1,4 +1,4 @@
-"""Which load balancers serve a Service's IP families (upstream #1937).
+"""Which load balancers serve a Service's IP families (kubernetes/cloud-provider-openstack#1937).
 
 Upstream serves only the first of `spec.ipFamilies`, on whatever subnet is configured, so a
 dual-stack Service gets one family and an IPv6 one on an IPv4 subnet gets an IPv4 VIP. Here:

@@ -1,4 +1,4 @@
-"""Floating IPs of load balancers (reference §3.7), idempotent across crashes.
+"""Floating IPs of load balancers (docs/upstream.md#floating-ips), idempotent across crashes.
 
 The only write that allocates an address is one `POST /floatingips` that carries the VIP
 port, so a floating IP either exists *on the VIP port* or not at all: a sync that crashed

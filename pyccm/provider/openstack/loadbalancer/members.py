@@ -1,4 +1,4 @@
-"""Which nodes become pool members, at which address (reference §3.4 step 9, §3.5).
+"""Which nodes become pool members, at which address (docs/upstream.md#octavia-objects).
 
 A node is a member when it passes the Service's node selector and has an address of the
 Service's IP family: its first InternalIP, else its first ExternalIP (upstream's order).

@@ -1,4 +1,4 @@
-"""Names, descriptions and tags of everything pyccm creates for a Service (reference §3.1).
+"""Names, descriptions and tags of everything pyccm creates for a Service (docs/migration.md#same).
 
 They are upstream's, character for character, because they are how an existing cloud is
 found again: an operator replacing the Go controller keeps their load balancers, and a
@@ -73,7 +73,7 @@ def is_service_tag(tag: str) -> bool:
     return tag.startswith(SERVICE_PREFIX)
 
 
-# --- ownership by cluster identity (upstream #3102) ------------------------------------------
+# --- ownership by cluster identity (kubernetes/cloud-provider-openstack#3102) ---------------
 # Names carry only `--cluster-name`, which two clusters may share; the cluster id (the
 # `kube-system` namespace UID) is unique. It goes in a tag of every load balancer, floating
 # IP and security group pyccm creates, and in the load balancer's description where Octavia

@@ -91,7 +91,7 @@ PORT_MONITOR_TYPES = frozenset({"TCP", "UDP-CONNECT", "SCTP"})
 
 
 def ingress(cfg: ServiceConfig, address: str) -> tuple[LoadBalancerIngress, ...]:
-    """`status.loadBalancer.ingress` (reference §3.9)."""
+    """`status.loadBalancer.ingress` (docs/upstream.md#status)."""
     if cfg.hostname:
         return (LoadBalancerIngress(hostname=cfg.hostname),)
     if cfg.proxy and cfg.hostname_suffix:
@@ -668,7 +668,7 @@ class OctaviaLoadBalancers:
             one_write=not self._planning,
         )
 
-    # --- ownership (upstream #3102) --------------------------------------------------------------
+    # --- ownership (kubernetes/cloud-provider-openstack#3102) -----------------------------------
     @staticmethod
     def _is_owner(cfg: ServiceConfig, lb: LoadBalancer) -> bool:
         """Whether the Service acts as the load balancer's owner (named after it) rather

@@ -1,4 +1,5 @@
-"""What this cluster owns in the cloud, for `pyccm gc` and the orphan scan (upstream #3145).
+"""What this cluster owns in the cloud, for `pyccm gc` and the orphan scan
+(kubernetes/cloud-provider-openstack#3145).
 
 Ownership is the cluster id in a resource's tags (`naming.owner_tag`), or in a load
 balancer's description where Octavia has no tags: listings filter by it on the server, so

@@ -1,4 +1,4 @@
-"""Bring an existing load balancer in line with its Service (reference §3.5, §3.6 step 5).
+"""Bring an existing load balancer in line with its Service (docs/upstream.md#ensure).
 
 Reads first (listeners, pools: two listings for the whole load balancer), then only the
 writes that differ, so a Service whose load balancer is already right costs reads only.

@@ -1,4 +1,5 @@
-"""Per-Service security groups on member ports (`manage-security-groups`, reference §3.10).
+"""Per-Service security groups on member ports (`manage-security-groups`,
+docs/upstream.md#security-groups).
 
 With the option on, each Service gets a group `lb-sg-<uid>-<ns>-<name>` whose ingress
 rules open its node ports (and its health-check node port, or kube-proxy's health port that

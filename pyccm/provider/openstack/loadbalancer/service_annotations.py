@@ -1,4 +1,4 @@
-"""Service annotations (reference §3.2) and the Warning events a sync collects.
+"""Service annotations (docs/reference/annotations.md) and the Warning events a sync collects.
 
 Upstream's parsing rules: booleans are only the literal `true` / `false`, integers that
 do not parse fall back to the default. Where upstream silently falls back, or fails the

@@ -1,4 +1,5 @@
-"""Everything a sync needs to know about one Service, resolved once (reference §3.4).
+"""Everything a sync needs to know about one Service, resolved once
+(docs/upstream.md#service-resolution).
 
 `cloud.conf`, the Service's `[LoadBalancerClass]`, its annotations and spec, and the
 Octavia feature gates are folded into one frozen `ServiceConfig`, in upstream's
@@ -361,9 +362,10 @@ def _monitor(
     local = spec.external_traffic_policy == "Local" and spec.health_check_node_port > 0
     # Upstream creates a monitor only when asked to (the annotation, else `create-monitor`,
     # false by default), so an ETP Local load balancer keeps sending traffic to nodes
-    # without an endpoint of the Service, which drop it (upstream #2866). Here such a
-    # Service gets one unless its own annotation says "false": `create-monitor` is a
-    # default for every Service, not a choice about this one.
+    # without an endpoint of the Service, which drop it
+    # (kubernetes/cloud-provider-openstack#2866). Here such a Service gets one unless its own
+    # annotation says "false": `create-monitor` is a default for every Service, not a choice
+    # about this one.
     if not ann.boolean(a.ENABLE_HEALTH_MONITOR, settings.create_monitor or local):
         if local:
             # Only the annotation "false" gets here (with `local`, anything else is on).

@@ -1,4 +1,5 @@
-"""This cluster's routes on every router that carries its claims (`pyccm gc`, issue 14).
+"""This cluster's routes on every router that carries its claims (`pyccm gc`:
+docs/features.md#pyccm-gc-orphaned-cloud-resources).
 
 The routers are found by their `pyccm-routes:<cluster-id>=...` tags (`provider.route_claims`), not
 by `[Route] router-id`: a cluster that moved to another router, or whose cloud.conf is

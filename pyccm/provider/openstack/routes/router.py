@@ -1,4 +1,4 @@
-"""Pod-network routes on a Neutron router (reference §4), in batches.
+"""Pod-network routes on a Neutron router (docs/upstream.md#routes), in batches.
 
 * With `extraroute-atomic`, routes are added and removed with the atomic
   `add_extraroutes` / `remove_extraroutes` calls; without it, the router's whole `routes`

@@ -1,9 +1,9 @@
 """Every OpenStack call of a process goes through one `OpenStackClient`.
 
 It owns the process's `Connection` (`connection.py`: one urllib3 pool manager and the
-Keystone token) and adds what upstream lacks (reference §6, SPEC "Provider"):
+Keystone token) and adds what upstream lacks (docs/architecture.md#provider-http):
 
-* a client-side token bucket (`pacing.TokenBucket`) shared by every HTTP request of the
+* a client-side token bucket (`pyccm.pacing.TokenBucket`) shared by every HTTP request of the
   process: each attempt of a call takes a token, and so do Keystone's requests and Nova's
   version document (`--cloud-api-qps`, `--cloud-api-burst`);
 * 429 and 503 answers honour `Retry-After`: a short wait is taken inline and the request
@@ -46,6 +46,7 @@ import msgspec
 import urllib3
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
+from pyccm.pacing import TokenBucket
 from pyccm.protocol.decoding import decode_json
 from pyccm.provider.errors import (
     CloudConflict,
@@ -62,7 +63,6 @@ from pyccm.provider.openstack.transport.connection import (
     fault_message,
     host_of,
 )
-from pyccm.provider.openstack.transport.pacing import TokenBucket
 
 if TYPE_CHECKING:
     from pyccm.provider.openstack.config import OpenStackSettings
