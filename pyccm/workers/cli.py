@@ -9,7 +9,7 @@ from pyccm.flags.durations import duration_flag
 from pyccm.logs import add_log_format_flag
 from pyccm.protocol.controllers import WORKER_ALIASES
 from pyccm.workers.registry import SPECS
-from pyccm.workers.runtime.identity import add_cluster_id_flag
+from pyccm.workers.runtime.identity import add_cloud_flags, add_cluster_id_flag
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,17 +23,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "controller", choices=names, metavar="NAME", help=f"one of {', '.join(names)}"
     )
-    parser.add_argument(
-        "--cloud-provider", default="openstack", help="provider name (default %(default)s)"
-    )
-    parser.add_argument(
-        "--cloud-config", default="", help="provider configuration file (cloud.conf)"
-    )
-    parser.add_argument(
-        "--cluster-name",
-        default="kubernetes",
-        help="the cluster's name in the names of its cloud resources (default %(default)s)",
-    )
+    add_cloud_flags(parser)
     add_cluster_id_flag(parser)
     parser.add_argument(
         "--cloud-config-reload-period",

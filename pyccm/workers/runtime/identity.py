@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def add_cloud_flags(parser: argparse.ArgumentParser) -> None:
-    """The provider flags a worker has, for the one-shot commands (`pyccm gc`, `plan`)."""
+    """The provider flags of a worker and of the one-shot commands (`pyccm gc`, `plan`)."""
     parser.add_argument(
         "--cloud-provider", default="openstack", help="provider name (default %(default)s)"
     )
