@@ -20,7 +20,7 @@ One run of a size:
    kubelet churn).
 
 The load average is read before and after each run. Writes bench/results/scaling.md and
-.png (`--quick`: 100 and 300 nodes, to a temp dir unless `--out` says otherwise); the
+.png after each size (`--quick`: 100 and 300 nodes, to a temp dir unless `--out` says otherwise); the
 table's sizing section fits the tree's memory to the nodes and the members, for the
 operator guide's sizing rules.
 """
@@ -535,6 +535,7 @@ def plot(results: Sequence[Result], *, path: Path) -> None:
         axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -608,7 +609,9 @@ def main() -> int:
     os.environ["PYTHONFAULTHANDLER"] = "1"
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")
-    results = []
+    results: list[Result] = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for size in sizes_of(args):
         settings = settings_for(args, size)
         runs = []
@@ -616,13 +619,11 @@ def main() -> int:
             print(f"{size.label}: run {index + 1}/{args.runs}", flush=True)
             runs.append(measure(settings))
         results.append(Result(size=size, runs=runs))
-    table = render(results, args=args, quick=args.quick)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(table)
-    plot(results, path=out.with_suffix(".png"))
-    print(table)
-    print(f"written: {out.with_suffix('.md')} and .png")
+        # After each size, so that a long run that fails later keeps the sizes it measured.
+        out.with_suffix(".md").write_text(render(results, args=args, quick=args.quick))
+        plot(results, path=out.with_suffix(".png"))
+        print(f"written: {out.with_suffix('.md')} and .png ({len(results)} sizes)", flush=True)
+    print(out.with_suffix(".md").read_text())
     crashed = [e for r in results for m in r.runs for e in m.exits]
     never = [r.size.label for r in results for m in r.runs if not math.isfinite(m.converged)]
     for what, found in (("crashes", crashed), ("not converged", never)):
