@@ -9,7 +9,8 @@ every call after `--latency-ms` and keeps Octavia objects PENDING for
 
 1. **converge** from nothing: tree start → every node initialized, every LB Service with
    its ingress, every pool holding every eligible node, every pod CIDR routed (each one
-   timed, with the `add_extraroutes` calls it took);
+   timed, with the `add_extraroutes` calls it took); the CPU of every process meanwhile,
+   both simulators' included, and their share of it;
 2. **cold start**: the tree is stopped and started again → every worker synced (bus lag
    0, queues idle) and every LB verified; cloud calls by operation, and the writes (cloud
    and kube, Lease renewals apart) that a restart should not make;

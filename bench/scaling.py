@@ -20,9 +20,9 @@ One run of a size:
    kubelet churn).
 
 The load average is read before and after each run. Writes bench/results/scaling.md and
-.png after each size (`--quick`: 100 and 300 nodes, to a temp dir unless `--out` says otherwise); the
-table's sizing section fits the tree's memory to the nodes and the members, for the
-operator guide's sizing rules.
+.png after each size (`--quick`: 100 and 300 nodes, to a temp dir unless `--out` says
+otherwise); the table's sizing section fits the tree's memory to the nodes and the
+members, for the operator guide's sizing rules.
 """
 
 from __future__ import annotations
