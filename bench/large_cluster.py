@@ -9,7 +9,8 @@ every call after `--latency-ms` and keeps Octavia objects PENDING for
 
 1. **converge** from nothing: tree start → every node initialized, every LB Service with
    its ingress, every pool holding every eligible node, every pod CIDR routed (each one
-   timed, with the `add_extraroutes` calls it took);
+   timed, with the `add_extraroutes` calls it took); the CPU of every process meanwhile,
+   both simulators' included, and their share of it;
 2. **cold start**: the tree is stopped and started again → every worker synced (bus lag
    0, queues idle) and every LB verified; cloud calls by operation, and the writes (cloud
    and kube, Lease renewals apart) that a restart should not make;
@@ -184,8 +185,12 @@ def tree_processes(world: World) -> dict[str, int]:
     return found
 
 
+def is_simulator(role: str) -> bool:
+    return role.endswith("-sim")
+
+
 def simulator_processes(world: World) -> dict[str, int]:
-    return {r: p for r, p in processes_of(world.workdir).items() if r.endswith("-sim")}
+    return {r: p for r, p in processes_of(world.workdir).items() if is_simulator(r)}
 
 
 def rss_mb(processes: dict[str, int]) -> dict[str, float]:
@@ -246,6 +251,40 @@ def sampling(world: World, peaks: Peaks) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
+
+
+@dataclass(frozen=True)
+class SimulatorShare:
+    """How much of a window's CPU the two simulators took: of the CPU-seconds of the tree
+    and the simulators together, and of the machine's capacity (the window's wall time x
+    `CPUS`). The bench measures pyccm only as far as the simulators leave it the cores."""
+
+    simulators: float  # CPU-s of kube-sim and openstack-sim
+    total: float  # CPU-s of the tree's processes and the simulators
+    wall: float  # s
+
+    @property
+    def of_cpu(self) -> float:
+        return self.simulators / self.total if self.total else 0.0
+
+    @property
+    def of_capacity(self) -> float:
+        return self.simulators / (self.wall * CPUS) if self.wall else 0.0
+
+    def text(self) -> str:
+        return (
+            f"{self.simulators:.1f} of {self.total:.1f} CPU-s ({self.of_cpu:.0%}); "
+            f"{self.of_capacity:.0%} of the {self.wall:.1f} s x {CPUS} cores"
+        )
+
+
+def simulator_share(cpu: dict[str, float], *, wall: float) -> SimulatorShare:
+    """`cpu`: CPU-s by role over a window of `wall` seconds (the bench driver not in it)."""
+    return SimulatorShare(
+        simulators=sum(v for role, v in cpu.items() if is_simulator(role)),
+        total=sum(cpu.values()),
+        wall=wall,
+    )
 
 
 class CpuWindow:
@@ -786,6 +825,11 @@ class Converged:
     # The tree's largest PSS and RSS (MB) sampled while it converged.
     peak_pss_mb: float
     peak_rss_mb: float
+
+    @property
+    def simulators(self) -> SimulatorShare:
+        """The simulators' share of the CPU from the tree's start to the last poll."""
+        return simulator_share(self.cpu, wall=self.timeline[-1].seconds)
 
 
 def creation_latencies(timeline: list[Progress]) -> Latencies:
@@ -1372,6 +1416,11 @@ class Bench:
     peaks: Peaks = field(default_factory=Peaks)
     tree_cpu_start: dict[str, float] = field(default_factory=dict)
 
+    def mark_cpu(self) -> None:
+        """Call just before the tree starts: the simulators' CPU so far (their start and
+        seeding) is left out of `cpu_since_start`; the tree's processes start from 0."""
+        self.tree_cpu_start = cpu_seconds(simulator_processes(self.world))
+
     def cpu_since_start(self) -> dict[str, float]:
         now = cpu_seconds({**tree_processes(self.world), **simulator_processes(self.world)})
         return {role: now[role] - self.tree_cpu_start.get(role, 0.0) for role in now}
@@ -1493,6 +1542,7 @@ def one_run(settings: Settings) -> Run:
         kubelets = Kubelets(world)
         stack.callback(kubelets.close)
         stack.enter_context(sampling(world, bench.peaks))
+        bench.mark_cpu()
         with running_tree(world, settings) as started:
             converged = converge(bench, started)
         print(f"  converged in {converged.seconds:.1f}s; restarting the tree", flush=True)
@@ -1628,6 +1678,8 @@ def _headline(runs: Sequence[Run], run: Run, drill: Drill, *, settings: Settings
         f"{_not_done(c.timeline)} | | |",
         f"| ServiceCreationLatency (clusterloader2 `l4lb`): {c.creation.count()} LB Services, "
         f"the tree's start → ingress (s) | {c.creation.text()} | | |",
+        "| the simulators' CPU while converging: of the CPU-s of the tree and both simulators; "
+        f"of the wall time x cores | {c.simulators.text()} | | |",
         f"| routes: {settings.nodes:,} pod CIDRs routed from nothing (s) | "
         f"{median_of(runs, lambda r: r.converged.routes_at)}; {c.add_extraroutes} "
         f"`add_extraroutes` calls ({routes_per_call:.0f} routes per call) | ≤ 60 s | "
@@ -1733,9 +1785,13 @@ def _converge_section(run: Run) -> list[str]:
         "## Converge from nothing",
         "",
         f"{c.seconds:.1f} s from the tree's start ({_milestones(c.milestones)}). CPU seconds "
-        "used meanwhile, by process:",
+        "used meanwhile, by process (the simulators' from the tree's start: their own start "
+        "and seeding apart):",
         "",
         *_cpu_table({"CPU s": c.cpu}, ""),
+        "",
+        f"The simulators' share: {c.simulators.text()} (the tree and both simulators share "
+        "the machine's cores with each other and with any other work on it).",
         "",
         f"Cloud calls by operation: {_counts(c.calls)}.",
         "",

@@ -303,6 +303,8 @@ def _operation(call: dict[str, Any]) -> str:
     path, _, query = str(call["path"]).partition("?")
     words = [w for w in path.split("/") if w][2:]  # drop the service prefix and version
     words = ["{id}" if UUID_LIKE.fullmatch(w) else w for w in words]
+    # A Neutron tag in the path (`routers/{id}/tags/<tag>`) is a value too.
+    words = ["{tag}" if i and words[i - 1] == "tags" else w for i, w in enumerate(words)]
     keys = sorted({pair.split("=")[0] for pair in query.split("&") if pair})
     return f"{call['method']} {'/'.join(words)}{'?' + ','.join(keys) if keys else ''}"
 

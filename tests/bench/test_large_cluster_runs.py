@@ -61,6 +61,10 @@ def test_the_benchmark_runs_every_phase_and_its_checks_pass(tmp_path: Path) -> N
     assert "2 toggles x 2 Services" in node_sync[0]
     assert node_sync[1].startswith("p50 "), node_sync
     assert "never" not in node_sync[1]
+    # The simulators' CPU is part of the run's: some of it, not all of it.
+    share = _row(table, "| the simulators' CPU while converging")[1]
+    simulators, _, total = share.split(" CPU-s")[0].partition(" of ")
+    assert 0 < float(simulators) < float(total), share
     pss = _row(table, "| PSS of the whole tree once synced")
     assert float(pss[1].split("**")[1]) > 0
     assert out.with_suffix(".png").stat().st_size > 0
