@@ -64,6 +64,7 @@ bench: setup
 	$(RUN) python -m bench.e2e_init
 	$(RUN) python -m bench.service_scale
 	$(RUN) python -m bench.large_cluster --max-request-body-size 4194304
+	$(RUN) python -m bench.scaling
 	$(RUN) python -m bench.tree_memory
 
 # The container image (deploy/image/README.md): the Containerfile built with buildah, on
