@@ -91,13 +91,27 @@ class NodeController:
         self._settings = settings
         self._warned: dict[str, tuple[str, float]] = {}
         self._warned_lock = threading.Lock()
-        self._batch = MetadataBatch(instances=instances, waiting=self._uninitialized)
+        # The runner's enqueue, given with `periodics` before any sync runs.
+        self._enqueue: Callable[[str], None] | None = None
+        self._batch = MetadataBatch(
+            instances=instances, waiting=self._uninitialized, landed=self._landed
+        )
         self.lanes = (
             Lane(prefix=ADDRESSES, queue_name=STATUS_QUEUE, workers=settings.status_workers),
         )
 
     def _uninitialized(self) -> list[Node]:
         return [n for n in self._replica.nodes() if n.has_taint(UNINITIALIZED_TAINT)]
+
+    def _landed(self, names: list[str]) -> None:
+        """A batch's answers for `names` are in: their initialization syncs again."""
+        enqueue = self._enqueue
+        if enqueue is None:
+            return
+        for name in names:
+            node = self._replica.node(name)
+            if node is not None and node.has_taint(UNINITIALIZED_TAINT):
+                enqueue(name)
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return default_controller_rate_limiter()
@@ -112,6 +126,8 @@ class NodeController:
         return [n for n in self._replica.nodes() if not n.has_taint(UNINITIALIZED_TAINT)]
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        self._enqueue = enqueue
+
         def refresh() -> None:
             # One batch of lookups for every node; each sync then takes its answer.
             self._batch.ask(self._initialized)
@@ -144,6 +160,8 @@ class NodeController:
     def _initialize(self, node: Node) -> tuple[Action, ...]:
         try:
             metadata = self._batch.metadata(node)
+            if metadata is None:
+                return ()  # a batch is fetching its answer; `_landed` queues the node again
             return (*initialize(node, metadata), self._synced_event(node))
         except (ProviderError, ProvidedNodeIpMismatch, MissingProviderId) as error:
             warning = self._warning(node, error)
