@@ -24,15 +24,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+import msgspec
+
 from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import Topic
 from pyccm.protocol.views import (
     Node,
+    NodeAddress,
     NodeCondition,
     NodeSpec,
     NodeStatus,
     OwnerMeta,
     Service,
+    Taint,
 )
 
 # The service controller's cleanup finalizer (upstream's name): a Service holding it still
@@ -53,6 +57,68 @@ def _conditions(node: Node, kinds: frozenset[str]) -> tuple[NodeCondition, ...]:
         NodeCondition(type=c.type, status=c.status, reason=c.reason)
         for c in node.status.conditions
         if c.type in kinds
+    )
+
+
+class SharedStrings:
+    """One copy of each string many objects repeat (label keys, `linux`, `Ready`), for
+    at most `LIMIT` distinct strings: past it a string is kept as decoded, so strings
+    that never repeat (a cluster's unique label values) cannot make the table grow."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        kept = self._strings.get(text)
+        if kept is not None:
+            return kept
+        if len(self._strings) < self.LIMIT:
+            return self._strings.setdefault(text, text)
+        return text
+
+
+def cached_node(node: Node, *, share: Callable[[str], str]) -> Node:
+    """What the manager's cache keeps of a Node: every field but the conditions' messages
+    and times (no projection and no write reads them), with the strings that Nodes repeat
+    (label and annotation keys and values, condition, taint and address kinds) one copy
+    each (`share`); a label whose value is the node's name holds the name itself. At 5,000
+    Nodes as kubelets register them this is 2.0 KB a Node instead of 4.7
+    (`python -m bench.manager_parts`)."""
+    meta = node.metadata
+    name = meta.name
+
+    def shared(items: dict[str, str]) -> dict[str, str]:
+        return {share(k): name if v == name else share(v) for k, v in items.items()}
+
+    spec = node.spec
+    status = node.status
+    return Node(
+        metadata=msgspec.structs.replace(
+            meta, labels=shared(meta.labels), annotations=shared(meta.annotations)
+        ),
+        spec=msgspec.structs.replace(
+            spec,
+            taints=tuple(
+                Taint(
+                    key=share(t.key),
+                    effect=share(t.effect),
+                    value=share(t.value),
+                    time_added=t.time_added,
+                )
+                for t in spec.taints
+            ),
+        ),
+        status=NodeStatus(
+            addresses=tuple(
+                NodeAddress(type=share(a.type), address=a.address) for a in status.addresses
+            ),
+            conditions=tuple(
+                NodeCondition(type=share(c.type), status=share(c.status), reason=share(c.reason))
+                for c in status.conditions
+            ),
+        ),
     )
 
 
