@@ -6,7 +6,9 @@ view's channels) is filled with `--nodes` Nodes as the kube simulator serves the
 creationTimestamp), in the state the node worker leaves them (the uninitialized taint
 gone, a providerID, the instance-type, zone and region labels), decoded from one JSON
 list as the informer decodes a page (`msgspec`, into `protocol.views.Node`). Each delta
-is encoded as the bus encodes it and dropped (no worker is connected).
+is encoded as the bus encodes it and dropped (no worker is connected). A second table is
+each worker's replica (`workers.runtime.replica.Replica`) of its view's projection of the
+same Nodes, decoded from one msgpack frame as a snapshot arrives.
 
 tracemalloc (one frame) then counts what is still allocated, grouped by the function
 whose line allocated it, at two sizes; the difference divided by the difference in nodes
@@ -32,8 +34,10 @@ from typing import Any
 
 import msgspec
 
-from pyccm.protocol.messages import Delta, SessionId, encode
+from pyccm.protocol.messages import ENCODER, Delta, SessionId, Topic, encode
+from pyccm.protocol.projections import VIEWS, project
 from pyccm.protocol.views import Node
+from pyccm.workers.runtime.replica import Replica
 from pyccm_sim.kube.seed import UNINITIALIZED_TAINT, node_object
 
 REPO = Path(__file__).resolve().parent.parent
@@ -153,13 +157,47 @@ def table(small: int, large: int) -> list[str]:
     return lines
 
 
+def replica_bytes(view_name: str, count: int) -> int:
+    """What tracemalloc counts of a worker's replica of `count` Nodes in view `view_name`,
+    decoded from one msgpack frame of the projections, as the bus carries a snapshot."""
+    view = VIEWS[view_name]
+    full = msgspec.json.decode(msgspec.json.encode([initialized(i) for i in range(count)]))
+    nodes = msgspec.convert(full, list[Node])
+    frame = ENCODER.encode([project(view, Topic.NODE, node) for node in nodes])
+    del full, nodes
+    gc.collect()
+    tracemalloc.start(1)
+    replica = Replica()
+    for node in msgspec.msgpack.decode(frame, type=list[Node]):
+        replica.apply(Topic.NODE, node.name, node)
+    gc.collect()
+    size = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return size
+
+
+def replica_table(small: int, large: int) -> list[str]:
+    lines = [
+        f"| worker's replica (view) | {small:,} nodes (KiB) | {large:,} nodes (KiB) "
+        "| bytes per node |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for view_name in VIEWS:
+        at_small, at_large = (replica_bytes(view_name, n) for n in (small, large))
+        lines.append(
+            f"| {view_name} | {at_small / 1024:,.0f} | {at_large / 1024:,.0f} | "
+            f"{(at_large - at_small) / (large - small):,.0f} |"
+        )
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2000,5000", help="two sizes (default 2000,5000)")
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     small, large = (int(n) for n in args.nodes.split(","))
-    lines = table(small, large)
+    lines = [*table(small, large), "", *replica_table(small, large)]
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out is not None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
 from pyccm.protocol.messages import Delta, Seq, SessionId, Topic
-from pyccm.protocol.projections import VIEWS, SharedStrings, View, cached_node, channel, project
+from pyccm.protocol.projections import VIEWS, SharedStrings, View, channel, lean_node, project
 from pyccm.protocol.views import Node, Service
 
 Obj = TypeVar("Obj", Node, Service)
@@ -160,7 +160,7 @@ class Cache:
         self.nodes: TopicCache[Node] = TopicCache(
             topic=Topic.NODE,
             channels=self._of(Topic.NODE),
-            keep=lambda node: cached_node(node, share=share),
+            keep=lambda node: lean_node(node, share=share),
         )
         self.services: TopicCache[Service] = TopicCache(
             topic=Topic.SERVICE, channels=self._of(Topic.SERVICE)

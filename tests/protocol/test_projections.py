@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from pyccm.protocol.messages import Topic
-from pyccm.protocol.projections import VIEWS, SharedStrings, cached_node, channel, project
+from pyccm.protocol.projections import VIEWS, SharedStrings, channel, lean_node, project
 from pyccm.protocol.views import Node, Service
 
 NODE_JSON = {
@@ -155,7 +155,7 @@ def test_the_manager_caches_a_node_that_projects_as_the_node_itself() -> None:
         },
         Node,
     )
-    kept = cached_node(full, share=SharedStrings())
+    kept = lean_node(full, share=SharedStrings())
 
     # Every channel publishes the same projection from the cached node as from the full one,
     # and the writer reads the same labels, taints, providerID and resourceVersion.
@@ -178,7 +178,7 @@ def test_cached_nodes_share_the_strings_nodes_repeat_and_the_table_is_bounded() 
         }
         return msgspec.json.decode(msgspec.json.encode({"metadata": meta}), type=Node)
 
-    first, second = (cached_node(decoded(n), share=share) for n in ("worker-1", "worker-2"))
+    first, second = (lean_node(decoded(n), share=share) for n in ("worker-1", "worker-2"))
 
     (key_1, os_1), (key_2, os_2) = (
         next((k, v) for k, v in n.metadata.labels.items() if v == "linux") for n in (first, second)
