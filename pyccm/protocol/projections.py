@@ -52,12 +52,17 @@ def wants_load_balancer(service: Service, *, classes: LoadBalancerClasses) -> bo
 
 def _conditions(node: Node, kinds: frozenset[str]) -> tuple[NodeCondition, ...]:
     """The conditions of `kinds`, without their timestamps and messages: a heartbeat
-    rewrites `lastHeartbeatTime` every few seconds, and no controller reads it."""
+    rewrites `lastHeartbeatTime` every few seconds, and no controller reads it. A condition
+    that has none (a `lean_node`'s) is itself the result, not a copy."""
     return tuple(
-        NodeCondition(type=c.type, status=c.status, reason=c.reason)
+        c if c == _lean_condition(c) else _lean_condition(c)
         for c in node.status.conditions
         if c.type in kinds
     )
+
+
+def _lean_condition(c: NodeCondition) -> NodeCondition:
+    return NodeCondition(type=c.type, status=c.status, reason=c.reason)
 
 
 class SharedStrings:
