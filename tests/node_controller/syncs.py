@@ -19,7 +19,8 @@ def sync_until_answered(
     controller: NodeController, names: list[str], *, threads: int = 1, timeout: float = 30.0
 ) -> dict[str, Result]:
     """Each name synced until its sync does something (actions, or a failure), from
-    `threads` threads; a name already queued is not queued twice (the workqueue's rule)."""
+    `threads` threads, and every key queued meanwhile synced too; a name already queued is
+    not queued twice (the workqueue's rule). The first result of each name is kept."""
     keys: queue.Queue[str] = queue.Queue()
     queued: set[str] = set()
     results: dict[str, Result] = {}
@@ -27,7 +28,7 @@ def sync_until_answered(
 
     def enqueue(name: str) -> None:
         with lock:
-            if name in queued or name in results:
+            if name in queued:
                 return
             queued.add(name)
         keys.put(name)
@@ -40,7 +41,7 @@ def sync_until_answered(
     def work() -> None:
         while time.monotonic() < deadline:
             with lock:
-                if len(results) == len(names):
+                if len(results) == len(names) and keys.empty():
                     return
             try:
                 name = keys.get(timeout=0.05)
@@ -54,7 +55,7 @@ def sync_until_answered(
                 result = failed
             if result != ():
                 with lock:
-                    results[name] = result
+                    results.setdefault(name, result)
 
     workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
     for worker in workers:

@@ -56,7 +56,7 @@ class MetadataBatch:
         self._instances = instances
         # The nodes waiting to be initialized (the replica's uninitialized nodes).
         self._waiting = waiting
-        # Called with the names of a batch's nodes whose answer (or its absence) is in.
+        # Called with the names of the nodes deferred (below) whose answer (or its absence) is in.
         self._landed = landed
         self._clock = clock
         self._lock = threading.Lock()
@@ -66,6 +66,10 @@ class MetadataBatch:
         self._answers: dict[str, tuple[str, InstanceMetadata]] = {}
         # The batch in flight: each node's providerID as asked, until its answer is in.
         self._pending: dict[str, str] = {}
+        # Nodes of the batch whose sync found their answer on its way: only they are named
+        # to `landed` (a node still in its queue takes its answer when its turn comes; named
+        # again, it would be synced twice and the second sync would look it up alone).
+        self._deferred: set[str] = set()
         self._in_flight = False
         self._idle = threading.Condition(self._lock)
 
@@ -80,6 +84,7 @@ class MetadataBatch:
             self._start(self._waiting)
         with self._lock:
             if node.name in self._pending:
+                self._deferred.add(node.name)
                 return None
         answer = self.take(node)  # landed since the first look
         return answer if answer is not None else self._instances.instance_metadata(node=node)
@@ -146,8 +151,9 @@ class MetadataBatch:
             # Nodes the batch did not answer are looked up alone, and not in a new batch.
             done = self._clock()
             with self._lock:
-                rest = list(self._pending)
-                self._asked.update(dict.fromkeys(rest, done))
+                rest = [name for name in self._pending if name in self._deferred]
+                self._asked.update(dict.fromkeys(self._pending, done))
+                self._deferred.clear()
                 self._pending = {}
                 self._in_flight = False
                 self._idle.notify_all()
@@ -158,8 +164,10 @@ class MetadataBatch:
         # at 5,000 nodes) must not hand out answers already too old to take.
         now = self._clock()
         with self._lock:
-            names = [name for name in answers if name in self._pending]
-            for name in names:
+            landed = [name for name in answers if name in self._pending]
+            for name in landed:
                 self._answers[name] = (self._pending.pop(name), answers[name])
                 self._asked[name] = now
+            names = [name for name in landed if name in self._deferred]
+            self._deferred.difference_update(names)
         self._landed(names)
