@@ -229,7 +229,8 @@ class MissingProviderId(ValueError):
 
 
 def initialize(node: Node, metadata: InstanceMetadata) -> tuple[Action, ...]:
-    """The patch that initializes `node` from the cloud's metadata, then its addresses."""
+    """The patch that initializes `node` from the cloud's metadata, then its addresses
+    when they differ from the node's."""
     provider_id = metadata.provider_id or node.spec.provider_id
     if not provider_id:
         raise MissingProviderId("the cloud provider does not set the node's provider ID")
@@ -240,7 +241,9 @@ def initialize(node: Node, metadata: InstanceMetadata) -> tuple[Action, ...]:
         provider_id="" if node.spec.provider_id else provider_id,
         remove_taints=((UNINITIALIZED_TAINT, ""),),
     )
-    status = () if addresses is None else (PatchNodeStatus(name=node.name, addresses=addresses),)
+    # Upstream's address update after initialization writes only a change (as the refresh).
+    changed = addresses is not None and addresses_changed(node.status.addresses, addresses)
+    status = (PatchNodeStatus(name=node.name, addresses=addresses),) if changed else ()
     return (patch, *status)
 
 
