@@ -4,11 +4,14 @@ looked up alone (the calls the fake records)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import pytest
 
 from pyccm.protocol.messages import PatchNode, Topic
 from pyccm.protocol.views import Node, Taint
 from pyccm.provider.errors import CloudError
+from pyccm.provider.interface import InstanceMetadata
 from pyccm.workers.node.batch import BATCH_MIN, MAX_AGE, MetadataBatch
 from pyccm.workers.node.controller import UNINITIALIZED_TAINT, NodeController, NodeSettings
 from pyccm.workers.runtime.controller import SyncFailed
@@ -19,6 +22,7 @@ from tests.support.nodes import node
 
 UNINITIALIZED = Taint(key=UNINITIALIZED_TAINT, value="true", effect="NoSchedule")
 NODES = BATCH_MIN + 5
+Deliver = Callable[[dict[str, InstanceMetadata]], None]
 
 
 def waiting(name: str, provider_id: str = "") -> Node:
@@ -154,4 +158,41 @@ def test_a_batch_slower_than_max_age_still_answers_every_node() -> None:
         answered(answers, each)
 
     assert cloud.calls_of("instances_metadata") == [f"{NODES} nodes"]
+    assert cloud.calls_of("instance_metadata") == []
+
+
+def test_answers_landed_early_age_from_the_batch_s_end(cloud: FakeCloud) -> None:
+    clock = Clock()
+    nodes = [waiting(f"n{i}") for i in range(NODES)]
+    instances = cloud.instances()
+    assert instances is not None
+
+    class Chunked:
+        """Delivers the first node's answer, then the others MAX_AGE - 1 seconds later."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(instances, name)
+
+        def instances_metadata(
+            self, *, nodes: Sequence[Node], deliver: Deliver | None = None
+        ) -> dict[str, InstanceMetadata]:
+            assert instances is not None
+            answers = instances.instances_metadata(nodes=nodes)
+            first = dict(list(answers.items())[:1])
+            assert deliver is not None
+            deliver(first)
+            clock.now += MAX_AGE - 1
+            deliver({k: v for k, v in answers.items() if k not in first})
+            return answers
+
+    answers = MetadataBatch(
+        instances=Chunked(),  # type: ignore[arg-type]
+        waiting=lambda: nodes,
+        landed=lambda names: None,
+        clock=clock,
+    )
+    answers.ask(lambda: nodes)
+    clock.now += 2  # the first answer landed MAX_AGE + 1 ago, the batch ended 2 s ago
+
+    assert answers.take(nodes[0]) is not None
     assert cloud.calls_of("instance_metadata") == []

@@ -149,10 +149,14 @@ class MetadataBatch:
             log.exception("looking up %d nodes at once failed; each alone", len(nodes))
         finally:
             # Nodes the batch did not answer are looked up alone, and not in a new batch.
+            # Every answer ages from the batch's end: a batch slowed by a busy cloud (a
+            # minute, seen at 5,000 nodes) must not hand out answers already too old to take,
+            # nor those of its first chunks, which wait while the nodes ahead of theirs in
+            # the queue are written (a 5,000-node batch's answers are taken over 30 s).
             done = self._clock()
             with self._lock:
                 rest = [name for name in self._pending if name in self._deferred]
-                self._asked.update(dict.fromkeys(self._pending, done))
+                self._asked.update(dict.fromkeys((node.name for node in nodes), done))
                 self._deferred.clear()
                 self._pending = {}
                 self._in_flight = False
@@ -160,8 +164,7 @@ class MetadataBatch:
             self._landed(rest)
 
     def _deliver(self, answers: dict[str, InstanceMetadata]) -> None:
-        # An answer ages from when it landed: a batch slowed by a busy cloud (a minute, seen
-        # at 5,000 nodes) must not hand out answers already too old to take.
+        # Fresh from now until the batch ends, then from its end (`_run`).
         now = self._clock()
         with self._lock:
             landed = [name for name in answers if name in self._pending]
