@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
 from pyccm.protocol.messages import Delta, Seq, SessionId, Topic
-from pyccm.protocol.projections import VIEWS, View, channel, project
+from pyccm.protocol.projections import VIEWS, SharedStrings, View, channel, lean_node, project
 from pyccm.protocol.views import Node, Service
 
 Obj = TypeVar("Obj", Node, Service)
@@ -85,8 +85,12 @@ class Channel:
 class TopicCache(Generic[Obj]):
     """The full objects of one topic keyed by ObjectKey, feeding that topic's channels."""
 
-    def __init__(self, *, topic: Topic, channels: list[Channel]) -> None:
+    def __init__(
+        self, *, topic: Topic, channels: list[Channel], keep: Callable[[Obj], Obj] | None = None
+    ) -> None:
         self.topic = topic
+        # What the cache keeps of an object (all of it by default).
+        self._keep: Callable[[Obj], Obj] | None = keep
         self._channels = channels
         self._lock = threading.Lock()
         self._objects: dict[str, Obj] = {}
@@ -96,6 +100,8 @@ class TopicCache(Generic[Obj]):
         """Store `obj` and offer it to the channels if it is new or changed. Returns
         whether it changed."""
         key = obj.key
+        if self._keep is not None:
+            obj = self._keep(obj)
         with self._lock:
             old = self._objects.get(key)
             if old is not None and old.metadata.resource_version == obj.metadata.resource_version:
@@ -150,7 +156,12 @@ class Cache:
                     view_name=view_name, view=view, topic=topic, session=session, publish=publish
                 )
                 self.channels[chan.name] = chan
-        self.nodes: TopicCache[Node] = TopicCache(topic=Topic.NODE, channels=self._of(Topic.NODE))
+        share = SharedStrings()
+        self.nodes: TopicCache[Node] = TopicCache(
+            topic=Topic.NODE,
+            channels=self._of(Topic.NODE),
+            keep=lambda node: lean_node(node, share=share),
+        )
         self.services: TopicCache[Service] = TopicCache(
             topic=Topic.SERVICE, channels=self._of(Topic.SERVICE)
         )

@@ -24,15 +24,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+import msgspec
+
 from pyccm.flags.load_balancer_class import UNCLASSED, LoadBalancerClasses
 from pyccm.protocol.messages import Topic
 from pyccm.protocol.views import (
     Node,
+    NodeAddress,
     NodeCondition,
     NodeSpec,
     NodeStatus,
     OwnerMeta,
     Service,
+    Taint,
 )
 
 # The service controller's cleanup finalizer (upstream's name): a Service holding it still
@@ -48,11 +52,78 @@ def wants_load_balancer(service: Service, *, classes: LoadBalancerClasses) -> bo
 
 def _conditions(node: Node, kinds: frozenset[str]) -> tuple[NodeCondition, ...]:
     """The conditions of `kinds`, without their timestamps and messages: a heartbeat
-    rewrites `lastHeartbeatTime` every few seconds, and no controller reads it."""
+    rewrites `lastHeartbeatTime` every few seconds, and no controller reads it. A condition
+    that has none (a `lean_node`'s) is itself the result, not a copy."""
     return tuple(
-        NodeCondition(type=c.type, status=c.status, reason=c.reason)
+        c if c == _lean_condition(c) else _lean_condition(c)
         for c in node.status.conditions
         if c.type in kinds
+    )
+
+
+def _lean_condition(c: NodeCondition) -> NodeCondition:
+    return NodeCondition(type=c.type, status=c.status, reason=c.reason)
+
+
+class SharedStrings:
+    """One copy of each string many objects repeat (label keys, `linux`, `Ready`), for
+    at most `LIMIT` distinct strings: past it a string is kept as decoded, so strings
+    that never repeat (a cluster's unique label values) cannot make the table grow."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        kept = self._strings.get(text)
+        if kept is not None:
+            return kept
+        if len(self._strings) < self.LIMIT:
+            return self._strings.setdefault(text, text)
+        return text
+
+
+def lean_node(node: Node, *, share: Callable[[str], str]) -> Node:
+    """A Node as a cache keeps it (the manager's cache of full Nodes, a worker's replica of
+    its projection): every field but the conditions' messages and times (no projection
+    and no write reads them), with the strings that Nodes repeat (label and annotation keys
+    and values, condition, taint and address kinds) one copy each (`share`); a label whose
+    value is the node's name holds the name itself. Equal to the node for every projection
+    (`python -m bench.manager_parts` gives the bytes per node)."""
+    meta = node.metadata
+    name = meta.name
+
+    def shared(items: dict[str, str]) -> dict[str, str]:
+        return {share(k): name if v == name else share(v) for k, v in items.items()}
+
+    spec = node.spec
+    status = node.status
+    return Node(
+        metadata=msgspec.structs.replace(
+            meta, labels=shared(meta.labels), annotations=shared(meta.annotations)
+        ),
+        spec=msgspec.structs.replace(
+            spec,
+            taints=tuple(
+                Taint(
+                    key=share(t.key),
+                    effect=share(t.effect),
+                    value=share(t.value),
+                    time_added=t.time_added,
+                )
+                for t in spec.taints
+            ),
+        ),
+        status=NodeStatus(
+            addresses=tuple(
+                NodeAddress(type=share(a.type), address=a.address) for a in status.addresses
+            ),
+            conditions=tuple(
+                NodeCondition(type=share(c.type), status=share(c.status), reason=share(c.reason))
+                for c in status.conditions
+            ),
+        ),
     )
 
 

@@ -17,7 +17,7 @@ All calls are blocking: workers call them from sync threads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NewType, Protocol, runtime_checkable
 
 import msgspec
@@ -174,10 +174,16 @@ class Instances(Protocol):
         (paged) listing of the servers rather than calls per node."""
         ...
 
-    def instances_metadata(self, *, nodes: Sequence[Node]) -> dict[str, InstanceMetadata]:
+    def instances_metadata(
+        self,
+        *,
+        nodes: Sequence[Node],
+        deliver: Callable[[dict[str, InstanceMetadata]], None] | None = None,
+    ) -> dict[str, InstanceMetadata]:
         """`instance_metadata` of many nodes, by node name, from a few calls for all of them
         rather than calls per node (no upstream counterpart). A node left out is not known
-        to be gone: the caller asks `instance_metadata` about it alone."""
+        to be gone: the caller asks `instance_metadata` about it alone. Answers also go to
+        `deliver`, a part at a time, as soon as the calls behind each part have landed."""
         ...
 
 

@@ -320,9 +320,15 @@ class _FakeInstances:
         self._cloud._enter("instance_metadata", node.name)
         return self._metadata(self._cloud._find_server(node))
 
-    def instances_metadata(self, *, nodes: Sequence[Node]) -> dict[str, InstanceMetadata]:
-        """One call for every node; a node whose server is missing, ambiguous or not ours is
-        left out (the caller asks about it alone), as the OpenStack provider does."""
+    def instances_metadata(
+        self,
+        *,
+        nodes: Sequence[Node],
+        deliver: Callable[[dict[str, InstanceMetadata]], None] | None = None,
+    ) -> dict[str, InstanceMetadata]:
+        """One call for every node, delivered in one part; a node whose server is missing,
+        ambiguous or not ours is left out (the caller asks about it alone), as the OpenStack
+        provider does."""
         self._cloud._enter("instances_metadata", f"{len(nodes)} nodes")
         found: dict[str, InstanceMetadata] = {}
         for node in nodes:
@@ -330,6 +336,8 @@ class _FakeInstances:
                 found[node.name] = self._metadata(self._cloud._find_server(node))
             except ProviderError:
                 continue
+        if deliver is not None:
+            deliver(found)
         return found
 
     def _metadata(self, server: FakeServer) -> InstanceMetadata:

@@ -151,3 +151,19 @@ def test_the_address_refresh_writes_only_on_change(cloud: FakeCloud) -> None:
 def test_a_deleted_node_needs_nothing(cloud: FakeCloud) -> None:
     controller = controller_for(make_node(), cloud)
     assert controller.sync("not-there") == ()
+
+
+def test_initialization_writes_the_addresses_only_when_they_change(cloud: FakeCloud) -> None:
+    # Upstream's initialization patches the addresses through its periodic routine, which
+    # writes nothing when the kubelet's addresses are already the cloud's.
+    current = (
+        NodeAddress(type="InternalIP", address="10.0.0.10"),
+        NodeAddress(type="Hostname", address="n1"),
+    )
+    patch, event = controller_for(make_node(addresses=current), cloud).sync("n1")
+    assert isinstance(patch, PatchNode)
+    assert isinstance(event, RecordEvent)
+    stale = (NodeAddress(type="InternalIP", address="10.0.0.99"),)
+    _, status, _ = controller_for(make_node(addresses=stale), cloud).sync("n1")
+    assert isinstance(status, PatchNodeStatus)
+    assert status.addresses == current

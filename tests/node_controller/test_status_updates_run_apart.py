@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 
 import pytest
@@ -72,8 +72,13 @@ class Gated:
             with self._lock:
                 self._in_flight -= 1
 
-    def instances_metadata(self, *, nodes: Sequence[Node]) -> dict[str, InstanceMetadata]:
-        return self._instances.instances_metadata(nodes=nodes)
+    def instances_metadata(
+        self,
+        *,
+        nodes: Sequence[Node],
+        deliver: Callable[[dict[str, InstanceMetadata]], None] | None = None,
+    ) -> dict[str, InstanceMetadata]:
+        return self._instances.instances_metadata(nodes=nodes, deliver=deliver)
 
     def instance_exists(self, *, node: Node) -> bool:
         return self._instances.instance_exists(node=node)

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from pyccm.protocol.messages import Topic
-from pyccm.protocol.projections import VIEWS, channel, project
+from pyccm.protocol.projections import VIEWS, SharedStrings, channel, lean_node, project
 from pyccm.protocol.views import Node, Service
 
 NODE_JSON = {
@@ -144,3 +144,53 @@ def test_every_controller_reads_only_topics_its_view_has() -> None:
         ("service", ServiceController),
     ):
         assert set(controller.topics) <= set(VIEWS[name].topics), name
+
+
+def test_the_manager_caches_a_node_that_projects_as_the_node_itself() -> None:
+    full = msgspec.convert(
+        NODE_JSON
+        | {
+            "metadata": NODE_JSON["metadata"]  # type: ignore[operator]
+            | {"labels": {"kubernetes.io/hostname": "worker-1", "kubernetes.io/os": "linux"}}
+        },
+        Node,
+    )
+    kept = lean_node(full, share=SharedStrings())
+
+    # Every channel publishes the same projection from the cached node as from the full one,
+    # and the writer reads the same labels, taints, providerID and resourceVersion.
+    for view in VIEWS.values():
+        assert project(view, Topic.NODE, kept) == project(view, Topic.NODE, full)
+    assert (kept.metadata, kept.spec) == (full.metadata, full.spec)
+    # What no projection and no write reads is gone.
+    assert [c.type for c in kept.status.conditions] == [c.type for c in full.status.conditions]
+    assert all(c.last_heartbeat_time is None and not c.message for c in kept.status.conditions)
+
+
+def test_cached_nodes_share_the_strings_nodes_repeat_and_the_table_is_bounded() -> None:
+    share = SharedStrings()
+
+    def decoded(name: str) -> Node:
+        # Decoded from bytes, as the informer does: every string a fresh object.
+        meta = {
+            "name": name,
+            "labels": {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name},
+        }
+        return msgspec.json.decode(msgspec.json.encode({"metadata": meta}), type=Node)
+
+    first, second = (lean_node(decoded(n), share=share) for n in ("worker-1", "worker-2"))
+
+    (key_1, os_1), (key_2, os_2) = (
+        next((k, v) for k, v in n.metadata.labels.items() if v == "linux") for n in (first, second)
+    )
+    assert key_1 is key_2
+    assert os_1 is os_2
+    assert second.metadata.labels["kubernetes.io/hostname"] is second.metadata.name
+    kept = "".join(["zone-", "a"])
+    assert share(kept) is kept
+    assert share("".join(["zone-", "a"])) is kept
+    for index in range(SharedStrings.LIMIT):
+        share(f"unique-{index}")
+    late = "".join(["zone-", "b"])
+    assert share(late) is late
+    assert share("".join(["zone-", "b"])) is not late  # past the limit nothing more is kept

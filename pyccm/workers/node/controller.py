@@ -91,13 +91,27 @@ class NodeController:
         self._settings = settings
         self._warned: dict[str, tuple[str, float]] = {}
         self._warned_lock = threading.Lock()
-        self._batch = MetadataBatch(instances=instances, waiting=self._uninitialized)
+        # The runner's enqueue, given with `periodics` before any sync runs.
+        self._enqueue: Callable[[str], None] | None = None
+        self._batch = MetadataBatch(
+            instances=instances, waiting=self._uninitialized, landed=self._landed
+        )
         self.lanes = (
             Lane(prefix=ADDRESSES, queue_name=STATUS_QUEUE, workers=settings.status_workers),
         )
 
     def _uninitialized(self) -> list[Node]:
         return [n for n in self._replica.nodes() if n.has_taint(UNINITIALIZED_TAINT)]
+
+    def _landed(self, names: list[str]) -> None:
+        """A batch's answers for `names` are in: their initialization syncs again."""
+        enqueue = self._enqueue
+        if enqueue is None:
+            return
+        for name in names:
+            node = self._replica.node(name)
+            if node is not None and node.has_taint(UNINITIALIZED_TAINT):
+                enqueue(name)
 
     def rate_limiter(self) -> RateLimiter[Hashable]:
         return default_controller_rate_limiter()
@@ -112,6 +126,8 @@ class NodeController:
         return [n for n in self._replica.nodes() if not n.has_taint(UNINITIALIZED_TAINT)]
 
     def periodics(self, enqueue: Callable[[str], None]) -> list[Periodic]:
+        self._enqueue = enqueue
+
         def refresh() -> None:
             # One batch of lookups for every node; each sync then takes its answer.
             self._batch.ask(self._initialized)
@@ -144,6 +160,8 @@ class NodeController:
     def _initialize(self, node: Node) -> tuple[Action, ...]:
         try:
             metadata = self._batch.metadata(node)
+            if metadata is None:
+                return ()  # a batch is fetching its answer; `_landed` queues the node again
             return (*initialize(node, metadata), self._synced_event(node))
         except (ProviderError, ProvidedNodeIpMismatch, MissingProviderId) as error:
             warning = self._warning(node, error)
@@ -211,7 +229,8 @@ class MissingProviderId(ValueError):
 
 
 def initialize(node: Node, metadata: InstanceMetadata) -> tuple[Action, ...]:
-    """The patch that initializes `node` from the cloud's metadata, then its addresses."""
+    """The patch that initializes `node` from the cloud's metadata, then its addresses
+    when they differ from the node's."""
     provider_id = metadata.provider_id or node.spec.provider_id
     if not provider_id:
         raise MissingProviderId("the cloud provider does not set the node's provider ID")
@@ -222,7 +241,9 @@ def initialize(node: Node, metadata: InstanceMetadata) -> tuple[Action, ...]:
         provider_id="" if node.spec.provider_id else provider_id,
         remove_taints=((UNINITIALIZED_TAINT, ""),),
     )
-    status = () if addresses is None else (PatchNodeStatus(name=node.name, addresses=addresses),)
+    # Upstream's address update after initialization writes only a change (as the refresh).
+    changed = addresses is not None and addresses_changed(node.status.addresses, addresses)
+    status = (PatchNodeStatus(name=node.name, addresses=addresses),) if changed else ()
     return (patch, *status)
 
 

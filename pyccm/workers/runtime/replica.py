@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from pyccm.protocol.messages import Topic
+from pyccm.protocol.projections import SharedStrings, lean_node
 from pyccm.protocol.views import Node, Service
 
 Obj = Node | Service
@@ -25,12 +26,15 @@ class Replica:
         self._lock = threading.Lock()
         self._objects: dict[Topic, dict[str, Obj]] = {Topic.NODE: {}, Topic.SERVICE: {}}
         self._listeners: list[Listener] = []
+        # One copy of the strings Nodes repeat: 5,000 Nodes' labels are mostly the same.
+        self._share = SharedStrings()
         self.synced = threading.Event()
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     def apply(self, topic: Topic, key: str, obj: Obj | None) -> None:
+        obj = None if obj is None else self._lean(obj)
         with self._lock:
             objects = self._objects[topic]
             old = objects.pop(key, None) if obj is None else objects.get(key)
@@ -41,7 +45,7 @@ class Replica:
 
     def replace(self, topic: Topic, objs: Iterable[Obj]) -> None:
         """Make the topic hold exactly `objs`; notify adds, changes and deletes."""
-        fresh: dict[str, Obj] = {obj.key: obj for obj in objs}
+        fresh: dict[str, Obj] = {obj.key: self._lean(obj) for obj in objs}
         with self._lock:
             previous = self._objects[topic]
             self._objects[topic] = fresh
@@ -74,6 +78,9 @@ class Replica:
             return [
                 obj for obj in self._objects[Topic.SERVICE].values() if isinstance(obj, Service)
             ]
+
+    def _lean(self, obj: Obj) -> Obj:
+        return lean_node(obj, share=self._share) if isinstance(obj, Node) else obj
 
     def _notify(self, topic: Topic, key: str, old: Obj | None, new: Obj | None) -> None:
         for listener in self._listeners:

@@ -102,6 +102,8 @@ class Runner:
             queue.refresh_metrics()
 
     def start(self) -> None:
+        # The controller is given `enqueue` before any sync runs: a sync may rely on it.
+        periodics = self.controller.periodics(self._add)
         pools = [(self.queue, self._settings.workers, "sync")]
         pools += [(queue, workers, prefix.strip("/")) for prefix, queue, workers in self._lanes]
         for queue, workers, pool in pools:
@@ -110,7 +112,7 @@ class Runner:
                 self._spawn(f"{self.controller.name}-{pool}-{index}", work)
         # Upstream refreshes the in-flight gauges every 0.5 s, so a hung sync shows up.
         gauges = Periodic(name="queue-metrics", period=0.5, run=self._refresh_metrics)
-        for periodic in [gauges, *self.controller.periodics(self._add)]:
+        for periodic in [gauges, *periodics]:
             wake = threading.Event()
             self._wakers.append((periodic, wake))
             self._spawn(

@@ -21,8 +21,12 @@ Where it must GET a flavor, the answer is cached: flavors are immutable in Nova.
 batch of nodes waiting to be initialized): one paged `GET /servers/detail` for the servers
 and `GET /ports` with `PORTS_PER_CALL` repeated `device_id` filters for their ports (Neutron
 ORs repeated filters; `PORT_LISTS_AT_ONCE` lists at a time), so 5,000 nodes cost 5 + 100
-calls instead of 10,000. Each node's metadata is built by the same code from the same
-documents as its own lookup's. A node the listing cannot place (its server is missing or
+calls instead of 10,000. A chunk of 50 servers has its port list asked as soon as the
+page that completes it has landed, and its nodes' answers are delivered when that list
+has: the first answers come after one page and one port list, not after every call
+(nodes without a providerID are placed by name once the whole listing is in, since a name
+must be held by one server only). Each node's metadata is built by the same code from the
+same documents as its own lookup's. A node the listing cannot place (its server is missing or
 was created after the listing, its name is shared) is left out: its caller looks it up
 alone, which is what says InstanceNotFound or AmbiguousInstance.
 
@@ -39,7 +43,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import msgspec
@@ -114,7 +118,7 @@ class OpenStackInstances:
     def __init__(self, *, client: OpenStackClient, settings: LiveSettings) -> None:
         self._client = client
         self._live = settings
-        self._lock = threading.Lock()
+        self._flavor_lock = threading.Lock()
         self._flavor_names: dict[str, str] = {}
 
     @property
@@ -153,17 +157,86 @@ class OpenStackInstances:
                 shutdown.add(name)
         return InstanceListing(found=frozenset(found), shutdown=frozenset(shutdown))
 
-    def instances_metadata(self, *, nodes: Sequence[Node]) -> dict[str, InstanceMetadata]:
-        """`instance_metadata` of every node the listing places, by node name."""
-        if not nodes:
-            return {}
-        servers = self._servers({"limit": SERVER_PAGE})
-        placed = self._placed(nodes, servers)
-        ports = self._ports_of_servers(sorted({server.id for server in placed.values()}))
-        return {
-            name: self._metadata(server, ports.get(server.id, []))
-            for name, server in placed.items()
-        }
+    def instances_metadata(
+        self,
+        *,
+        nodes: Sequence[Node],
+        deliver: Callable[[dict[str, InstanceMetadata]], None] | None = None,
+    ) -> dict[str, InstanceMetadata]:
+        """`instance_metadata` of every node the listing places, by node name; each chunk's
+        answers also go to `deliver` as soon as its server page and its port list landed."""
+        answers: dict[str, InstanceMetadata] = {}
+        lock = threading.Lock()
+
+        def answer(chunk: list[tuple[Server, list[str]]]) -> None:
+            ports = self._ports_of_servers([server.id for server, _ in chunk])
+            landed = {
+                name: self._metadata(server, ports.get(server.id, []))
+                for server, names in chunk
+                for name in names
+            }
+            with lock:
+                answers.update(landed)
+            if deliver is not None:
+                deliver(landed)
+
+        if nodes:
+            errors = concurrently(
+                answer, self._chunks(nodes), limit=PORT_LISTS_AT_ONCE, name="instance-ports"
+            )
+            failed = next((error for error in errors if error is not None), None)
+            if failed is not None:
+                raise failed
+        return answers
+
+    def _chunks(self, nodes: Sequence[Node]) -> Iterator[list[tuple[Server, list[str]]]]:
+        """The listed servers of `nodes` with the names of the nodes each is, `PORTS_PER_CALL`
+        servers a chunk, each chunk as soon as the pages that hold it have landed. A node is
+        placed by its providerID's server id, or, without one, by an exact name held by
+        exactly one server of the whole listing (known once every page is in)."""
+        by_id: dict[str, list[str]] = defaultdict(list)
+        unnamed: set[str] = set()
+        for node in nodes:
+            if not node.spec.provider_id:
+                unnamed.add(node.name)
+                continue
+            server_id = self._server_id(node)
+            if server_id is not None:
+                by_id[server_id].append(node.name)
+        named: dict[str, list[Server]] = defaultdict(list)
+        ready: list[tuple[Server, list[str]]] = []
+        pages = self._client.pages(
+            Server,
+            "compute",
+            "/servers/detail",
+            key="servers",
+            request="server_list",
+            params={"limit": SERVER_PAGE},
+            microversion=self._compute_microversion(),
+        )
+        for page in pages:
+            for server in page:
+                if server.name in unnamed:
+                    named[server.name].append(server)
+                if server.id in by_id:
+                    ready.append((server, by_id.pop(server.id)))
+            while len(ready) >= PORTS_PER_CALL:
+                yield ready[:PORTS_PER_CALL]
+                ready = ready[PORTS_PER_CALL:]
+        ready += [(servers[0], [name]) for name, servers in named.items() if len(servers) == 1]
+        for start in range(0, len(ready), PORTS_PER_CALL):
+            yield ready[start : start + PORTS_PER_CALL]
+
+    def _server_id(self, node: Node) -> str | None:
+        """The server id of a node's providerID, or None when it names another region or is
+        not one."""
+        try:
+            region, server_id = parse_provider_id(node.spec.provider_id)
+        except InvalidProviderId:
+            return None
+        if region and region != self._settings.global_.region:
+            return None
+        return server_id
 
     def _placed(self, nodes: Sequence[Node], servers: Sequence[AnyServer]) -> dict[str, AnyServer]:
         """Each node's server in a listing, by node name; a node the listing cannot tell
@@ -189,13 +262,8 @@ class OpenStackInstances:
         if not node.spec.provider_id:
             named = by_name.get(node.name, [])
             return named[0] if len(named) == 1 else None
-        try:
-            region, server_id = parse_provider_id(node.spec.provider_id)
-        except InvalidProviderId:
-            return None
-        if region and region != self._settings.global_.region:
-            return None
-        return by_id.get(server_id)
+        server_id = self._server_id(node)
+        return None if server_id is None else by_id.get(server_id)
 
     def instance_metadata(self, *, node: Node) -> InstanceMetadata:
         server = self._server(node)
@@ -272,28 +340,11 @@ class OpenStackInstances:
         return list_ports(self._client, {"device_id": server_id})
 
     def _ports_of_servers(self, server_ids: Sequence[str]) -> dict[str, list[Port]]:
-        """The ports of many servers by server id, `PORTS_PER_CALL` servers a call and
-        `PORT_LISTS_AT_ONCE` calls at a time; each server's ports keep the order of the
-        answer, as `_ports` gives them."""
-        chunks = [
-            list(server_ids[start : start + PORTS_PER_CALL])
-            for start in range(0, len(server_ids), PORTS_PER_CALL)
-        ]
-        listed: dict[int, list[Port]] = {}
-
-        def list_chunk(index: int) -> None:
-            listed[index] = list_ports(self._client, {"device_id": chunks[index]})
-
-        errors = concurrently(
-            list_chunk, range(len(chunks)), limit=PORT_LISTS_AT_ONCE, name="instance-ports"
-        )
-        failed = next((error for error in errors if error is not None), None)
-        if failed is not None:
-            raise failed
+        """The ports of a chunk of servers (`PORTS_PER_CALL` at most) by server id, from one
+        listing; each server's ports keep the order of the answer, as `_ports` gives them."""
         found: dict[str, list[Port]] = {}
-        for index in range(len(chunks)):
-            for port in listed[index]:
-                found.setdefault(port.device_id, []).append(port)
+        for port in list_ports(self._client, {"device_id": list(server_ids)}):
+            found.setdefault(port.device_id, []).append(port)
         return found
 
     def _subport_addresses(self, ports: list[Port]) -> dict[str, list[str]]:
@@ -330,14 +381,15 @@ class OpenStackInstances:
         return self._flavor_name(flavor.id)
 
     def _flavor_name(self, flavor_id: str) -> str:
-        with self._lock:
+        # One GET per flavor even when a batch's chunks ask at once: flavors are few and
+        # immutable, so their lookups may wait for each other.
+        with self._flavor_lock:
             cached = self._flavor_names.get(flavor_id)
-        if cached is not None:
-            return cached
-        envelope = self._client.call_json(
-            FlavorEnvelope, "compute", "GET", f"/flavors/{flavor_id}", request="flavor_get"
-        )
-        name = envelope.flavor.name if is_label_value(envelope.flavor.name) else flavor_id
-        with self._lock:
+            if cached is not None:
+                return cached
+            envelope = self._client.call_json(
+                FlavorEnvelope, "compute", "GET", f"/flavors/{flavor_id}", request="flavor_get"
+            )
+            name = envelope.flavor.name if is_label_value(envelope.flavor.name) else flavor_id
             self._flavor_names[flavor_id] = name
         return name

@@ -38,7 +38,7 @@ import importlib.metadata
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -300,7 +300,24 @@ class OpenStackClient:
         params: Params = None,
         microversion: str | None = None,
     ) -> list[ItemT]:
-        """Every item of a collection (`key`: `members`, `servers`, ...), page after page.
+        """Every item of a collection (`key`: `members`, `servers`, ...), page after page."""
+        pages = self.pages(
+            item, service, path, key=key, request=request, params=params, microversion=microversion
+        )
+        return [each for page in pages for each in page]
+
+    def pages(
+        self,
+        item: type[ItemT],
+        service: ServiceType,
+        path: str,
+        *,
+        key: str,
+        request: str,
+        params: Params = None,
+        microversion: str | None = None,
+    ) -> Iterator[list[ItemT]]:
+        """The items of a collection one page at a time, each as soon as it lands.
 
         The next page is asked of the same endpoint with the `marker` (and `limit`) of the
         server's "next" link: its host part may be an address only the server knows (a
@@ -308,7 +325,6 @@ class OpenStackClient:
         """
         page_type = _page_of(key, item)
         query: dict[str, Any] = dict(params or {})
-        items: list[ItemT] = []
         for _ in range(MAX_PAGES):
             page = self.call_json(
                 page_type,
@@ -319,10 +335,10 @@ class OpenStackClient:
                 params=query,
                 microversion=microversion,
             )
-            items.extend(getattr(page, key))
+            yield list(getattr(page, key))
             following = _next_page(page.links)
             if following is None:
-                return items
+                return
             if following.get("marker") in (None, query.get("marker")):
                 raise CloudError(f"{request}: the next-page link of {path} does not advance")
             query |= following
