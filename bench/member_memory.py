@@ -1,6 +1,8 @@
 """What a load balancer's members cost the service worker: kept, and allocated while syncing.
 
-Run: `.venv/bin/python -m bench.member_memory [nodes] [services]` (defaults 2000, 20).
+Run: `.venv/bin/python -m bench.member_memory [nodes] [services] [body-limit]` (defaults
+2000, 20, the simulator's own request body limit: oslo.middleware's 114,688 bytes, so the
+members go in parts; `4194304`, as `bench.large_cluster`, sends each pool's in its create).
 
 One OpenStack simulator process with `nodes` servers; in this process, the OpenStack
 provider ensures `services` load balancers at once (one thread each, as the service worker's
@@ -14,10 +16,12 @@ convergence costs it for good (`bench/results/lean_tree.md`).
 from __future__ import annotations
 
 import gc
+import json
 import sys
 import threading
 import time
 import tracemalloc
+import urllib.request
 from contextlib import ExitStack
 
 from bench.provider_on_sim import openstack_on_sim
@@ -41,12 +45,22 @@ def ensure_until_done(lbs: LoadBalancers, service: Service, nodes: tuple[Node, .
     raise SystemExit(f"{service.key} was not done after {POLLS} polls")
 
 
+def set_body_limit(url: str, limit: int) -> None:
+    body = json.dumps({"max_request_body_size": limit}).encode()
+    request = urllib.request.Request(f"{url}/_sim/knobs", data=body, method="PATCH")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=60):
+        pass
+
+
 def main(argv: list[str]) -> int:
     count = int(argv[0]) if argv else 2000
     services = int(argv[1]) if len(argv) > 1 else 20
     lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
     with ExitStack() as stack:
-        cloud, _ = openstack_on_sim(stack, nodes=count, latency_ms=0, prefix="pyccm-members-")
+        cloud, url = openstack_on_sim(stack, nodes=count, latency_ms=0, prefix="pyccm-members-")
+        if len(argv) > 2:
+            set_body_limit(url, int(argv[2]))
         lbs = cloud.load_balancers()
         assert lbs is not None
         nodes = _baseline_nodes(count)
