@@ -1,6 +1,6 @@
 """What a load balancer's members cost the service worker: kept, and allocated while syncing.
 
-Run: `.venv/bin/python -m bench.member_memory [nodes] [services] [body-limit]` (defaults
+Run: `.venv/bin/python -m bench.member_memory [nodes] [services] [body-limit] [--pss]` (defaults
 2000, 20, the simulator's own request body limit: oslo.middleware's 114,688 bytes, so the
 members go in parts; `4194304`, as `bench.large_cluster`, sends each pool's in its create).
 
@@ -9,8 +9,10 @@ provider ensures `services` load balancers at once (one thread each, as the serv
 sync threads do), every node a member of every pool, until each is done. Python's
 allocations are traced (tracemalloc) from just before the first ensure: it prints the peak
 and what is still allocated after a `gc.collect()`, per member. The tree's service worker
-keeps its peak (Python's arenas are not returned once fragmented), so the peak is what a
-convergence costs it for good (`bench/results/lean_tree.md`).
+keeps much of its peak (Python's arenas are not returned once fragmented, nor malloc's once
+several threads used them): `--pss` runs without tracemalloc (whose own records would
+count) and prints how much this process's PSS grew over the ensures instead, the part of
+the peak it kept (`bench/results/lean_tree.md`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ def ensure_until_done(lbs: LoadBalancers, service: Service, nodes: tuple[Node, .
     raise SystemExit(f"{service.key} was not done after {POLLS} polls")
 
 
+def pss_mib() -> float:
+    """This process's PSS (smaps_rollup): what it holds, Python's allocator and malloc's
+    arenas included, which tracemalloc does not see."""
+    with open("/proc/self/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def set_body_limit(url: str, limit: int) -> None:
     body = json.dumps({"max_request_body_size": limit}).encode()
     request = urllib.request.Request(f"{url}/_sim/knobs", data=body, method="PATCH")
@@ -54,6 +66,8 @@ def set_body_limit(url: str, limit: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    traced = "--pss" not in argv
+    argv = [arg for arg in argv if arg != "--pss"]
     count = int(argv[0]) if argv else 2000
     services = int(argv[1]) if len(argv) > 1 else 20
     lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
@@ -66,7 +80,9 @@ def main(argv: list[str]) -> int:
         nodes = _baseline_nodes(count)
         wanted = [_baseline_service(i) for i in range(services)]
         gc.collect()
-        tracemalloc.start()
+        pss_before = pss_mib()
+        if traced:
+            tracemalloc.start()
         threads = [
             threading.Thread(target=ensure_until_done, args=(lbs, service, nodes))
             for service in wanted
@@ -75,11 +91,20 @@ def main(argv: list[str]) -> int:
             thread.start()
         for thread in threads:
             thread.join()
-        _, peak = tracemalloc.get_traced_memory()
         gc.collect()
-        kept, _ = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+        grown = pss_mib() - pss_before
+        if traced:
+            _, peak = tracemalloc.get_traced_memory()
+            kept, _ = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
     members = count * services
+    if not traced:
+        print(
+            f"{services} load balancers x {count} members ({members} members), ensured at "
+            f"once: this process's PSS grew {grown:.1f} MiB ({grown * 2**20 / members:.0f} B "
+            "per member)"
+        )
+        return 0
     print(
         f"{services} load balancers x {count} members ({members} members), ensured at once: "
         f"peak {peak / 2**20:.1f} MiB ({peak / members:.0f} B per member), "

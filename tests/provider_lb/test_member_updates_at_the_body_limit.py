@@ -210,3 +210,20 @@ def test_the_member_list_is_the_json_of_each_members_body() -> None:
     assert msgspec.json.encode(spec.member_list(backends[1:2])) == msgspec.json.encode(
         [spec.member_body(backends[1])]
     )
+
+
+def test_a_pool_whose_split_just_finished_is_not_read_back_by_the_next_sync(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(ports=ONE_PORT)
+    svc = with_annotations(svc, ensure(lbs, svc, nodes(2)).annotations_to_set)
+    sim.set_knobs(max_request_body_size=600)
+    converge(lambda: lbs.update(service=svc, nodes=nodes(12)))
+
+    mark = sim.mark()
+    lbs.update(service=svc, nodes=nodes(12))
+
+    # Its last part left the whole list there, as one batch update would have.
+    assert MEMBERS not in reads(sim, mark)
+    assert writes(sim, mark) == []
+    assert member_names(sim) == sorted(n.name for n in nodes(12))

@@ -191,8 +191,10 @@ class Reconciler:
         left = self.write(
             partial(converge_in_parts, self._api, self._lb_id, spec, pool.id, current)
         )
+        # The last call of a split leaves the spec's whole list, as one batch update would:
+        # the next sync need not read it back either.
+        self._written.put(pool.id, Written(spec.members_print, left))
         if left is not None:
-            self._written.put(pool.id, Written(spec.members_print, left))
             raise self._api.retry_later(
                 self._lb_id, f"gets the members of pool {pool.name} in parts (body limit)"
             )
