@@ -1,8 +1,9 @@
 """What a load balancer's members cost the service worker: kept, and allocated while syncing.
 
-Run: `.venv/bin/python -m bench.member_memory [nodes] [services] [body-limit] [--pss]` (defaults
-2000, 20, the simulator's own request body limit: oslo.middleware's 114,688 bytes, so the
-members go in parts; `4194304`, as `bench.large_cluster`, sends each pool's in its create).
+Run: `.venv/bin/python -m bench.member_memory [nodes] [services] [body-limit] [--pss]
+[--as-is]` (defaults 2000, 20, the simulator's own request body limit: oslo.middleware's
+114,688 bytes, so the members go in parts; `4194304`, as `bench.large_cluster`, sends each
+pool's in its create).
 
 One OpenStack simulator process with `nodes` servers; in this process, the OpenStack
 provider ensures `services` load balancers at once (one thread each, as the service worker's
@@ -12,7 +13,8 @@ and what is still allocated after a `gc.collect()`, per member. The tree's servi
 keeps much of its peak (Python's arenas are not returned once fragmented, nor malloc's once
 several threads used them): `--pss` runs without tracemalloc (whose own records would
 count) and prints how much this process's PSS grew over the ensures instead, the part of
-the peak it kept (`bench/results/lean_tree.md`).
+the peak it kept (`bench/results/lean_tree.md`). Like the service worker, it first fixes
+malloc's mmap threshold (`pyccm/workers/service/memory.py`); `--as-is` leaves it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pyccm import lifetime
 from pyccm.protocol.views import Node, Service
 from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
+from pyccm.workers.service.memory import return_large_buffers
 
 POLL = 0.5
 POLLS = 600
@@ -66,8 +69,9 @@ def set_body_limit(url: str, limit: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    traced = "--pss" not in argv
-    argv = [arg for arg in argv if arg != "--pss"]
+    flags = {arg for arg in argv if arg.startswith("--")}
+    traced = "--pss" not in flags
+    argv = [arg for arg in argv if arg not in flags]
     count = int(argv[0]) if argv else 2000
     services = int(argv[1]) if len(argv) > 1 else 20
     lifetime.stop_on_signals()  # SIGTERM, SIGHUP: the `with` stops the simulator
@@ -79,6 +83,8 @@ def main(argv: list[str]) -> int:
         assert lbs is not None
         nodes = _baseline_nodes(count)
         wanted = [_baseline_service(i) for i in range(services)]
+        if "--as-is" not in flags:
+            return_large_buffers()  # as the service worker does
         gc.collect()
         pss_before = pss_mib()
         if traced:
