@@ -56,6 +56,9 @@ def prepare(args: argparse.Namespace) -> Plan:
 
     def build(parts: Parts) -> tuple[Controller, int]:
         from pyccm.workers.service.controller import ServiceController, ServiceSettings
+        from pyccm.workers.service.memory import return_large_buffers
+
+        return_large_buffers()
 
         load_balancers = require(
             parts.cloud.load_balancers(), cloud=parts.cloud, what="load-balancer"

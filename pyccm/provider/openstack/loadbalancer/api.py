@@ -35,7 +35,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -50,6 +50,7 @@ from pyccm.provider.openstack.loadbalancer.resources import (
     Listener,
     LoadBalancer,
     Member,
+    MemberKey,
     Pool,
     Ref,
     SecurityGroup,
@@ -76,6 +77,8 @@ RETRY_FACTOR = 1.5
 MAX_RETRY = 30.0
 # oslo.middleware's default `max_request_body_size` (Octavia's and Neutron's stock limit).
 STOCK_BODY_LIMIT = 114_688
+# The bytes of a batch member update's body around its list: `{"members":` and `}`.
+ENVELOPE = len(b'{"members":}')
 
 
 _BUSY = re.compile(r"is immutable|Invalid state PENDING_")
@@ -88,6 +91,15 @@ def is_busy(conflict: CloudConflict) -> bool:
 
 def is_pending(lb: LoadBalancer) -> bool:
     return lb.provisioning_status.startswith("PENDING")
+
+
+class Wanted(Protocol):
+    """The members a pool should have (`desired.PoolSpec`)."""
+
+    @property
+    def member_count(self) -> int: ...
+
+    def has(self, member: MemberKey | Member) -> bool: ...
 
 
 class BodyTooLarge(CloudError):
@@ -128,11 +140,13 @@ class BodyLimit:
 
     def check(self, body: Body, request: str) -> None:
         """Raise `BodyTooLarge` when `body` is over the learned limit."""
+        if self.bytes is not None:
+            self.check_size(body_size(body), request)
+
+    def check_size(self, size: int, request: str) -> None:
+        """Raise `BodyTooLarge` when a body of `size` bytes is over the learned limit."""
         limit = self.bytes
-        if limit is None:
-            return
-        size = body_size(body)
-        if size > limit:
+        if limit is not None and size > limit:
             raise BodyTooLarge(
                 f"{request}: the request body ({size} bytes) is over the cloud's limit "
                 f"({limit} bytes, learned from a 413)",
@@ -330,21 +344,36 @@ class Api:
         return list_ports(self._client, params)
 
     # --- pools' members at once ------------------------------------------------------------------
-    def replace_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
+    def members_match(self, pool_id: str, wanted: Wanted) -> bool:
+        """Whether the pool's members are exactly the wanted ones (by upstream's key). Read
+        as lean `MemberKey`s, compared and dropped: no id, key string or set per member.
+        Octavia refuses two members with one address and port in a pool, so the same count
+        and every member wanted means the same set."""
+        current = self._client.list_all(
+            MemberKey,
+            MEMBERS.service,
+            MEMBERS.url(parent=pool_id),
+            key=MEMBERS.collection,
+            request=f"{MEMBERS.name}_list",
+        )
+        return len(current) == wanted.member_count and all(wanted.has(m) for m in current)
+
+    def replace_members(self, lb_id: str, pool_id: str, members: msgspec.Raw) -> None:
         """The batch update: Octavia adds, updates and removes to match the list (202).
         `BodyTooLarge` when the list is over the cloud's body limit."""
         self._batch_members(lb_id, pool_id, members, additive_only=False)
 
-    def add_members(self, lb_id: str, pool_id: str, members: list[Body]) -> None:
+    def add_members(self, lb_id: str, pool_id: str, members: msgspec.Raw) -> None:
         """The batch update with `additive_only`: adds (or updates) these members, keeps
         every other one."""
         self._batch_members(lb_id, pool_id, members, additive_only=True)
 
     def _batch_members(
-        self, lb_id: str, pool_id: str, members: list[Body], *, additive_only: bool
+        self, lb_id: str, pool_id: str, members: msgspec.Raw, *, additive_only: bool
     ) -> None:
+        """`members`: the JSON list (`PoolSpec.member_list`), sent as it is."""
         body = {"members": members}
-        self.body_limit.check(body, "member_batch_update")
+        self.body_limit.check_size(ENVELOPE + len(members), "member_batch_update")
         self._sized(
             None,
             body,

@@ -28,19 +28,19 @@ import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from msgspec import Raw
+
 from pyccm.provider.openstack.loadbalancer.api import (
+    ENVELOPE,
     MEMBERS,
     STOCK_BODY_LIMIT,
     Api,
-    Body,
     BodyTooLarge,
-    body_size,
 )
-from pyccm.provider.openstack.loadbalancer.desired import PoolSpec, member_key
+from pyccm.provider.openstack.loadbalancer.desired import PoolSpec
+from pyccm.provider.openstack.loadbalancer.members import Backend
 from pyccm.provider.openstack.loadbalancer.resources import Member
 
-# "," between two list items, as msgspec writes them.
-_SEPARATOR = 1
 # Entries of `JustWritten` are used once, by the next sync; a pool that never gets one
 # (its load balancer was deleted meanwhile) leaves its entry behind: keep them bounded.
 MAX_JUST_WRITTEN = 10_000
@@ -81,27 +81,34 @@ class JustWritten:
 
 def additions_and_removals(
     spec: PoolSpec, current: Sequence[Member]
-) -> tuple[list[Body], list[str]]:
-    """(bodies of the members to add or update, ids of the members to delete)."""
-    have = {member_key(m) for m in current}
-    additions = [body for key, body in spec.members.items() if key not in have]
-    kept = {(body["address"], body["protocol_port"]) for body in spec.members.values()}
-    removals = [m.id for m in current if (m.address, m.protocol_port) not in kept]
-    return additions, removals
+) -> tuple[list[Backend], list[str]]:
+    """(the nodes whose members to add or update, ids of the members to delete)."""
+    have = {(m.name, m.address) for m in current if spec.has(m)}
+    additions = [backend for backend in spec.backends if backend not in have]
+    kept = {address for _, address in spec.wanted}
+    removals = [
+        m.id for m in current if m.protocol_port != spec.member_port or m.address not in kept
+    ]
+    return (additions, removals) if spec.member_port else ([], [m.id for m in current])
 
 
-def first_part(bodies: Sequence[Body], limit: int) -> list[Body]:
-    """The longest prefix of `bodies` whose batch update fits in `limit` bytes (at least
-    one member: a single member over the limit is the cloud's 413 to report)."""
-    size = body_size({"members": []})
-    part: list[Body] = []
-    for body in bodies:
-        item = body_size(body) + (_SEPARATOR if part else 0)
-        if part and size + item > limit:
+def first_part(spec: PoolSpec, backends: Sequence[Backend], limit: int) -> tuple[Raw, int]:
+    """The member list of the longest prefix of `backends` whose batch update fits in
+    `limit` bytes (at least one member: a single member over the limit is the cloud's 413
+    to report), and that prefix's length."""
+    buf = bytearray(b"[")
+    count = 0
+    for backend in backends:
+        mark = len(buf)
+        if count:
+            buf += b","
+        spec.write_member(buf, backend)
+        if count and ENVELOPE + len(buf) + 1 > limit:
+            del buf[mark:]
             break
-        part.append(body)
-        size += item
-    return part
+        count += 1
+    buf += b"]"
+    return Raw(buf), count
 
 
 def converge_in_parts(
@@ -111,10 +118,10 @@ def converge_in_parts(
     pool; else the members it left there, for the next call (in a later sync)."""
     additions, removals = additions_and_removals(spec, current)
     if additions:
-        part = _add_first_part(api, lb_id, pool_id, additions)
+        part = _add_first_part(api, lb_id, spec, pool_id, additions)
         if len(part) == len(additions) and not removals:
             return None
-        return _with_added(current, part)
+        return _with_added(spec, current, part)
     if removals:
         api.delete(MEMBERS, removals[0], lb_id=lb_id, parent=pool_id)
         if len(removals) == 1:
@@ -123,33 +130,38 @@ def converge_in_parts(
     return None
 
 
-def _with_added(current: Sequence[Member], part: Sequence[Body]) -> tuple[Member, ...]:
-    """`current` after an additive update with `part` (matched on address and port). The
-    new members' ids are unknown (the call answers 202 with no body): a split never deletes
-    a member it added, and any other change of the specs makes the next sync read again."""
+def _with_added(
+    spec: PoolSpec, current: Sequence[Member], part: Sequence[Backend]
+) -> tuple[Member, ...]:
+    """`current` after an additive update with the members of `part` (matched on address
+    and port). The new members' ids are unknown (the call answers 202 with no body): a
+    split never deletes a member it added, and any other change of the specs makes the next
+    sync read again."""
     added = {
-        (body["address"], body["protocol_port"]): Member(
+        (address, spec.member_port): Member(
             id="",
-            name=body["name"],
-            address=body["address"],
-            protocol_port=body["protocol_port"],
-            subnet_id=body.get("subnet_id"),
-            monitor_port=body.get("monitor_port"),
+            name=name,
+            address=address,
+            protocol_port=spec.member_port,
+            subnet_id=spec.subnet_of(address) or None,
+            monitor_port=spec.monitor_port,
         )
-        for body in part
+        for name, address in part
     }
     kept = (m for m in current if (m.address, m.protocol_port) not in added)
     return (*kept, *added.values())
 
 
-def _add_first_part(api: Api, lb_id: str, pool_id: str, additions: Sequence[Body]) -> list[Body]:
+def _add_first_part(
+    api: Api, lb_id: str, spec: PoolSpec, pool_id: str, additions: Sequence[Backend]
+) -> Sequence[Backend]:
     """Add as many of `additions` as fit; a part answered 413 (the limit is lower than
     guessed) taught a lower limit and did nothing, so a smaller one is tried at once."""
     while True:
-        part = first_part(additions, api.body_limit.bytes or STOCK_BODY_LIMIT)
+        members, count = first_part(spec, additions, api.body_limit.bytes or STOCK_BODY_LIMIT)
         try:
-            api.add_members(lb_id, pool_id, part)
-            return part
+            api.add_members(lb_id, pool_id, members)
+            return additions[:count]
         except BodyTooLarge:
-            if len(part) == 1:
+            if count == 1:
                 raise

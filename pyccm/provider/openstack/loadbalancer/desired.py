@@ -9,29 +9,34 @@ same description drives creation and reconciliation and the two can never disagr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import msgspec
+
 from pyccm.protocol.views import Service, ServicePort
 from pyccm.provider.openstack.loadbalancer import naming
-from pyccm.provider.openstack.loadbalancer.members import Backend, address_version
-from pyccm.provider.openstack.loadbalancer.resources import HealthMonitor, Listener, Member, Pool
+from pyccm.provider.openstack.loadbalancer.members import (
+    CACHED_NODE_SETS,
+    Backend,
+    address_version,
+)
+from pyccm.provider.openstack.loadbalancer.resources import (
+    HealthMonitor,
+    Listener,
+    Member,
+    MemberKey,
+    Pool,
+)
 from pyccm.provider.openstack.loadbalancer.service_annotations import FORWARDED_HEADERS
 from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
 
 Body = dict[str, Any]
 FORWARDED = frozenset(FORWARDED_HEADERS.values())
-
-
-def member_key(member: Member) -> str:
-    """Upstream's comparison key: name, address, port and monitor port."""
-    return _key(member.name, member.address, member.protocol_port, member.monitor_port)
-
-
-def _key(name: str, address: str, port: int, monitor_port: int | None) -> str:
-    return f"{name}-{address}-{port}-{monitor_port}"
+_encode = msgspec.json.encode
 
 
 def added_tags(current: Sequence[str], wanted: Sequence[str]) -> list[str] | None:
@@ -115,7 +120,7 @@ class PoolSpec:
     def populated_body(self, *, with_members: bool = True) -> Body:
         """The pool with its members and monitor, for the fully populated LB create only
         (`with_members=False`: without them, for a cloud whose body limit refuses them)."""
-        body = self.body() | {"members": self.member_bodies() if with_members else []}
+        body = self.body() | {"members": self.member_list() if with_members else []}
         if self.monitor is not None:
             body["healthmonitor"] = self.monitor.body()
         return body
@@ -148,32 +153,77 @@ class PoolSpec:
         )
 
     @cached_property
-    def members(self) -> dict[str, Body]:
-        """The wanted members: upstream's comparison key → the member's request body."""
-        if not self.member_port:
-            return {}
-        port, monitor = self.member_port, self.monitor_port
-        members: dict[str, Body] = {}
-        for name, address in self.backends:
-            body: Body = {"name": name, "address": address, "protocol_port": port}
-            if subnet := self._subnet_of(address):
-                body["subnet_id"] = subnet
-            if monitor is not None:
-                body["monitor_port"] = monitor
-            members[_key(name, address, port, monitor)] = body
-        return members
+    def wanted(self) -> frozenset[Backend]:
+        """The wanted members' (name, address) pairs: their nodes' (none without a port)."""
+        return _pairs(self.backends) if self.member_port else frozenset()
 
-    def _subnet_of(self, address: str) -> str:
+    def has(self, member: Member | MemberKey) -> bool:
+        """Whether `member` is a wanted one by upstream's comparison key: name, address,
+        port and monitor port (`member_key`)."""
+        return (
+            member.protocol_port == self.member_port
+            and member.monitor_port == self.monitor_port
+            and (member.name, member.address) in self.wanted
+        )
+
+    def member_body(self, backend: Backend) -> Body:
+        """One member's request body (a member created alone)."""
+        name, address = backend
+        body: Body = {"name": name, "address": address, "protocol_port": self.member_port}
+        if subnet := self.subnet_of(address):
+            body["subnet_id"] = subnet
+        if self.monitor_port is not None:
+            body["monitor_port"] = self.monitor_port
+        return body
+
+    def member_list(self, backends: Iterable[Backend] | None = None) -> msgspec.Raw:
+        """The JSON list of the members' bodies (all wanted ones, or those of `backends`),
+        written straight into one buffer: no dict or string per member is kept while it
+        is built or sent, so a 5,000-member pool costs its ~400 KB of JSON and no more.
+        The bytes are `member_body`'s, as msgspec would encode them."""
+        if backends is None:
+            backends = self.backends if self.member_port else ()
+        buf = bytearray(b"[")
+        for backend in backends:
+            if len(buf) > 1:
+                buf += b","
+            self.write_member(buf, backend)
+        buf += b"]"
+        return msgspec.Raw(buf)
+
+    def write_member(self, buf: bytearray, backend: Backend) -> None:
+        """Append one member's body (`member_body`'s JSON) to `buf`."""
+        name, address = backend
+        buf += b'{"name":'
+        buf += _encode(name)
+        buf += b',"address":'
+        buf += _encode(address)
+        buf += self._tails[self.subnet_of(address)]
+
+    @cached_property
+    def _tails(self) -> dict[str, bytes]:
+        """What follows a member's address in its JSON body, by its subnet."""
+        tails = {}
+        for subnet in {self.member_subnet_id, self.other_member_subnet_id}:
+            tail = b',"protocol_port":%d' % self.member_port
+            if subnet:
+                tail += b',"subnet_id":' + _encode(subnet)
+            if self.monitor_port is not None:
+                tail += b',"monitor_port":%d' % self.monitor_port
+            tails[subnet] = tail + b"}"
+        return tails
+
+    def subnet_of(self, address: str) -> str:
         if self.other_version and address_version(address) == self.other_version:
             return self.other_member_subnet_id
         return self.member_subnet_id
 
-    @cached_property
-    def member_keys(self) -> frozenset[str]:
-        return frozenset(self.members)
 
-    def member_bodies(self) -> list[Body]:
-        return list(self.members.values())
+@functools.lru_cache(maxsize=CACHED_NODE_SETS)
+def _pairs(backends: tuple[Backend, ...]) -> frozenset[Backend]:
+    # Every pool of every Service with the same node set shares one (its tuples are the
+    # backends' own).
+    return frozenset(backends)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
 from pyccm.provider.interface import PlannedChange
 from pyccm.provider.openstack.transport.client import OpenStackClient
 from pyccm.provider.openstack.transport.connection import ServiceType
@@ -79,6 +81,9 @@ class DryRunClient(OpenStackClient):
                 ok=ok,
                 microversion=microversion,
             )
+        if body is not None:
+            # As the cloud would read it: member lists are sent pre-encoded (`msgspec.Raw`).
+            body = json.loads(msgspec.json.encode(body))
         self.writes.append(Write(method, path, request, body, dict(params or {})))
         return json.dumps(_answer(method, path, body)).encode()
 

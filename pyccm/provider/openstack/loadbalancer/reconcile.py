@@ -25,7 +25,7 @@ from pyccm.provider.openstack.loadbalancer.api import (
     BodyTooLarge,
 )
 from pyccm.provider.openstack.loadbalancer.batch import JustWritten, Written, converge_in_parts
-from pyccm.provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec, member_key
+from pyccm.provider.openstack.loadbalancer.desired import ListenerSpec, PoolSpec
 from pyccm.provider.openstack.loadbalancer.resources import Listener, Member, Pool
 from pyccm.provider.openstack.loadbalancer.service_annotations import Events
 from pyccm.provider.openstack.loadbalancer.service_config import ServiceConfig
@@ -167,7 +167,6 @@ class Reconciler:
                 self._members_in_parts(spec, pool, written.left)
                 return
             written = None  # changed meanwhile: read
-        current: list[Member] | None = None
         if len(pool.members) == spec.member_count:
             # Same count: read them to compare, unless this process just wrote them. A
             # different count is a change for sure, and saves the read.
@@ -177,28 +176,25 @@ class Reconciler:
                 # Whatever the members say, no write could follow in this sync: read them
                 # in the next one (at 5,000 members, 6 pages).
                 raise self._api.retry_later(self._lb_id, "has more pools to compare")
-            current = self._api.find(MEMBERS, parent=pool.id)
-            if frozenset(member_key(m) for m in current) == spec.member_keys:
+            if self._api.members_match(pool.id, spec):
                 return
         try:
-            self.write(
-                partial(self._api.replace_members, self._lb_id, pool.id, spec.member_bodies())
-            )
+            self.write(partial(self._api.replace_members, self._lb_id, pool.id, spec.member_list()))
             self._written.put(pool.id, Written(spec.members_print))
             return
         except BodyTooLarge:
             pass  # refused here or answered 413: nothing was done
-        self._members_in_parts(
-            spec, pool, current if current is not None else self._members_of(pool)
-        )
+        self._members_in_parts(spec, pool, self._members_of(pool))
 
     def _members_in_parts(self, spec: PoolSpec, pool: Pool, current: Sequence[Member]) -> None:
         """One call of a split (`batch.py`); RetryAfter while more are needed."""
         left = self.write(
             partial(converge_in_parts, self._api, self._lb_id, spec, pool.id, current)
         )
+        # The last call of a split leaves the spec's whole list, as one batch update would:
+        # the next sync need not read it back either.
+        self._written.put(pool.id, Written(spec.members_print, left))
         if left is not None:
-            self._written.put(pool.id, Written(spec.members_print, left))
             raise self._api.retry_later(
                 self._lb_id, f"gets the members of pool {pool.name} in parts (body limit)"
             )
@@ -209,15 +205,16 @@ class Reconciler:
     def _members_one_by_one(self, spec: PoolSpec, pool: Pool) -> None:
         """`provider-requires-serial-api-calls`: one member per call, for providers without
         the batch update, one call per sync (the next one resumes)."""
-        current = {member_key(m): m for m in self._members_of(pool)}
-        for key, body in spec.members.items():
-            if key not in current:
+        current = self._members_of(pool)
+        have = {(m.name, m.address) for m in current if spec.has(m)}
+        for backend in spec.backends if spec.member_port else ():
+            if backend not in have:
+                body = spec.member_body(backend)
                 self.write(
                     partial(self._api.create, MEMBERS, body, lb_id=self._lb_id, parent=pool.id)
                 )
-        wanted = spec.member_keys
-        for key, existing in current.items():
-            if key not in wanted:
+        for existing in current:
+            if not spec.has(existing):
                 self.write(
                     partial(
                         self._api.delete, MEMBERS, existing.id, lb_id=self._lb_id, parent=pool.id
