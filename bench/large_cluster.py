@@ -2032,15 +2032,8 @@ def plot(runs: Sequence[Run], *, settings: Settings, path: Path) -> None:
 # --- main ----------------------------------------------------------------------------------------
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--services", type=int, default=10_000, help="all Services")
-    parser.add_argument("--lb-services", type=int, default=200, help="of which LoadBalancer")
-    parser.add_argument("--churn", type=int, default=100, help="nodes joining (and leaving)")
-    parser.add_argument("--kubelet-seconds", type=float, default=120.0)
+def add_world_flags(parser: argparse.ArgumentParser) -> None:
+    """The simulated cloud's and the tree's settings (bench.scaling takes them too)."""
     parser.add_argument("--heartbeat-period", type=float, default=10.0)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--provisioning-delay", type=float, default=1.0)
@@ -2051,6 +2044,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrent-node-syncs", type=int, default=20)
     parser.add_argument("--concurrent-service-syncs", type=int, default=20)
     parser.add_argument("--node-monitor-period", type=float, default=5.0)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--services", type=int, default=10_000, help="all Services")
+    parser.add_argument("--lb-services", type=int, default=200, help="of which LoadBalancer")
+    parser.add_argument("--churn", type=int, default=100, help="nodes joining (and leaving)")
+    parser.add_argument("--kubelet-seconds", type=float, default=120.0)
+    add_world_flags(parser)
     parser.add_argument(
         "--node-sync-toggles",
         type=int,

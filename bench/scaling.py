@@ -48,6 +48,7 @@ from bench.large_cluster import (
     Peaks,
     Settings,
     SimulatorShare,
+    add_world_flags,
     cloud_of,
     cold_start,
     commit,
@@ -558,14 +559,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--services-per-node", type=float, default=2.0, help="LB and ClusterIP")
     parser.add_argument("--runs", type=int, default=1, help="runs per size (the median shown)")
     parser.add_argument("--kubelet-seconds", type=float, default=30.0)
-    parser.add_argument("--heartbeat-period", type=float, default=10.0)
-    parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--provisioning-delay", type=float, default=1.0)
-    parser.add_argument("--kube-api-qps", type=int, default=1000)
-    parser.add_argument("--cloud-api-qps", type=int, default=1000)
-    parser.add_argument("--concurrent-node-syncs", type=int, default=20)
-    parser.add_argument("--concurrent-service-syncs", type=int, default=20)
-    parser.add_argument("--node-monitor-period", type=float, default=5.0)
+    add_world_flags(parser)
     parser.add_argument(
         "--max-request-body-size",
         type=int,
