@@ -120,7 +120,8 @@ def all_commands() -> dict[str, str]:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command line; with `only`, that command alone is registered (and imported)."""
+    """The command line; with `only` (a command's name), that command alone is registered
+    (and imported); with anything else, every command."""
     parser = argparse.ArgumentParser(
         prog="pyccm",
         description=DESCRIPTION,
@@ -136,6 +137,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", required=True, help="what to run (one of the below)"
     )
     known = COMMANDS if only in COMMANDS else all_commands()
+    if only not in known:
+        only = None
     for name, module in known.items():
         if only is None or name == only:
             importlib.import_module(module).register(commands)
@@ -150,8 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.makedirs(directory, mode=0o700, exist_ok=True)
     given = list(sys.argv[1:] if argv is None else argv)
-    first = given[0] if given else None
-    parser = build_parser(first if first in COMMANDS or first in all_commands() else None)
+    parser = build_parser(given[0] if given else None)
     args = parser.parse_args(given)
     code: int = args.run(args)
     return code
