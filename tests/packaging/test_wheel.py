@@ -166,12 +166,10 @@ def test_only_pyccm_is_importable(installed: Installed) -> None:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert not any(entry.startswith(str(REPO)) for entry in answer["path"] if entry)
-    missing = {name.split(".")[0] for name in (*FOLDERS, *TEST_WORLD)}
     assert answer["found"] == {
         "pyccm.manager.app": "imported",
         **{name: f"ModuleNotFoundError: {name.split('.')[0]}" for name in (*FOLDERS, *TEST_WORLD)},
     }
-    assert missing == {*FOLDERS, "pyccm_sim", "aiohttp"}
     # Not from a link to the checkout: from the environment's own site-packages.
     where = run(installed, str(installed.python), "-c", "import pyccm; print(pyccm.__file__)")
     assert Path(where.stdout.strip()).is_relative_to(Path(answer["prefix"]))
