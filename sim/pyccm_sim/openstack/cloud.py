@@ -144,7 +144,7 @@ class Cloud:
     def snapshot(self, kind: str) -> list[Record]:
         """Copies of every row of one kind (e.g. "loadbalancer"), for assertions."""
         if kind == self.octavia.members.kind:
-            return [self.octavia.render_member(member) for member in self.octavia.members]
+            return self.octavia.render_members(self.octavia.members)
         tables = {
             table.kind: table
             for table in (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -35,6 +35,28 @@ BATCH_FIELDS = (
     "tags",
 )
 _INTS: dict[int, int] = {}
+MAX_STRING = 255  # WSME's StringType(max_length=255): a name, a tag
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+
+
+class MemberBody(msgspec.Struct, forbid_unknown_fields=True):
+    """A member body as a CCM writes it, typed so that msgspec checks a whole pool's list
+    in one call (`Octavia.distinct_members`). It accepts a subset of what Octavia does: a
+    body it refuses (a wrong type, a number out of range, an unknown field) goes through
+    the field-by-field check, which accepts what Octavia accepts and words its errors."""
+
+    address: str
+    protocol_port: Port
+    name: Annotated[str, msgspec.Meta(max_length=MAX_STRING)] | None = None
+    subnet_id: str | None = None
+    weight: Annotated[int, msgspec.Meta(ge=0, le=256)] | None = None
+    backup: bool | None = None
+    monitor_address: str | None = None
+    monitor_port: Port | None = None
+    admin_state_up: bool | None = None
+    tags: list[Annotated[str, msgspec.Meta(max_length=MAX_STRING)]] | None = None
+    project_id: Any = None
+    tenant_id: Any = None
 
 
 class Member(msgspec.Struct, gc=False):
@@ -43,7 +65,7 @@ class Member(msgspec.Struct, gc=False):
     id: str
     name: str
     address: str
-    protocol_port: int
+    protocol_port: Port
     subnet_id: str | None
     weight: int
     backup: bool
@@ -60,7 +82,7 @@ class Member(msgspec.Struct, gc=False):
     def order_key(self) -> tuple[str, str]:
         return (self.created_at, self.id)
 
-    def wire(self, *, operating_status: str, project_id: str) -> Record:
+    def wire(self, operating_status: str, project_id: str) -> Record:
         """The member as Octavia renders it."""
         return {
             "id": self.id,

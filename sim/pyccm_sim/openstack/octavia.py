@@ -21,14 +21,23 @@ import ipaddress
 import operator
 import sys
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from multidict import MultiMapping
 
 from pyccm_sim.openstack.errors import ApiError, bad_request, conflict, not_found
-from pyccm_sim.openstack.members import BATCH_FIELDS, Member, MemberTable, PoolMembers, shared
+from pyccm_sim.openstack.members import (
+    BATCH_FIELDS,
+    MAX_STRING,
+    Member,
+    MemberBody,
+    MemberTable,
+    PoolMembers,
+    shared,
+)
 from pyccm_sim.openstack.neutron import Neutron
 from pyccm_sim.openstack.octavia_catalog import Catalog
 from pyccm_sim.openstack.pagination import octavia_page
@@ -68,7 +77,6 @@ POOL_PROTOCOLS_FOR = {
 POOL_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TCP", "UDP", "SCTP", "PROXY", "PROXYV2"})
 ALGORITHMS = frozenset({"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"})
 MONITOR_TYPES = frozenset({"HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP"})
-MAX_TAG = 255
 # octavia_lib's SUPPORTED_HTTP_HEADERS and SUPPORTED_SSL_HEADERS.
 HTTP_HEADERS = frozenset(
     {"X-Forwarded-For", "X-Forwarded-Port", "X-Forwarded-Proto", "X-Forwarded-IP", "X-Client-IP"}
@@ -188,6 +196,7 @@ HM_UPDATE = frozenset(
 )
 HM_CREATE = HM_UPDATE | {"pool_id", "type", "project_id", "tenant_id"}
 HTTP_MONITORS = frozenset({"HTTP", "HTTPS"})
+PENDING_OR_ERROR = frozenset({"PENDING_CREATE", "ERROR"})
 # Body fields Octavia's WSME types declare as UuidType: anything else there is a 400.
 UUID_FIELDS = frozenset(
     {
@@ -307,7 +316,6 @@ class Octavia:
         self.catalog = Catalog(ids=ids, counters=counters, providers=PROVIDERS)
         # Load balancers an operator pinned in PENDING_UPDATE (fault drill).
         self.stuck: set[str] = set()
-        # Member bodies already checked (member_fields): (version, body items) -> fields.
 
     def lb_uses(self, field: str, value: str) -> bool:
         """Whether a load balancer has `field` == `value` (a flavor or zone in use)."""
@@ -708,14 +716,24 @@ class Octavia:
 
     def new_member(self, fields: dict[str, Any], pool: Record, stamp: str) -> Member:
         """A PENDING_CREATE member of `pool` from `member_fields`, created at `stamp`."""
+        # Positional, in Member's field order: a fourth of keywords' cost, a million times.
         return Member(
-            id=self._ids.uuid(),
-            **fields,
-            provisioning_status="PENDING_CREATE",
-            created_at=shared(stamp),
-            updated_at=None,
-            pool_id=pool["id"],
-            lb_id=pool["_lb_id"],
+            self._ids.serial(),
+            fields["name"],
+            fields["address"],
+            fields["protocol_port"],
+            fields["subnet_id"],
+            fields["weight"],
+            fields["backup"],
+            fields["monitor_address"],
+            fields["monitor_port"],
+            fields["admin_state_up"],
+            fields["tags"],
+            "PENDING_CREATE",
+            shared(stamp),
+            None,
+            pool["id"],
+            pool["_lb_id"],
         )
 
     def distinct_members(
@@ -725,10 +743,11 @@ class Octavia:
         member in `existing` (a batch update's) Octavia's 400 "updated only once"."""
         if not isinstance(objs, list):
             raise bad_request("Invalid input for field/attribute members. Expected a list.")
+        checked = self._typed_member_fields(objs)
         seen: set[tuple[str, int]] = set()
         result = []
-        for obj in objs:
-            fields = self.member_fields(obj)
+        for obj in objs if checked is None else checked:
+            fields = self.member_fields(obj) if checked is None else obj
             key = (fields["address"], fields["protocol_port"])
             if key in seen:
                 if key in existing:
@@ -738,6 +757,49 @@ class Octavia:
                 raise member_in_use(*key)
             seen.add(key)
             result.append(fields)
+        return result
+
+    def _typed_member_fields(self, objs: list[Any]) -> list[dict[str, Any]] | None:
+        """`member_fields` of every body, the fast way (a million bodies a round at 5,000
+        nodes and 200 pools): msgspec checks the list against `MemberBody` in one call,
+        then each distinct address and subnet is looked up once. None when any body needs
+        the field-by-field check (it raises the error Octavia would, in Octavia's order)."""
+        if self.minor < FIELD_MIN_MINOR["tags"]:
+            return None
+        try:
+            bodies = msgspec.convert(objs, list[MemberBody])
+        except msgspec.ValidationError:
+            return None
+        subnets: dict[str, str | None] = {}  # a subnet's id as given -> shared, None: unknown
+        intern = sys.intern
+        result = []
+        for body in bodies:
+            address = _address(body.address)
+            if address is None:
+                return None
+            subnet_id = body.subnet_id
+            if subnet_id is not None:
+                if subnet_id not in subnets:
+                    known = self._neutron.subnets.get(subnet_id) is not None
+                    subnets[subnet_id] = intern(subnet_id) if known else None
+                subnet_id = subnets[subnet_id]
+                if subnet_id is None:
+                    return None
+            name, monitor_address, tags = body.name, body.monitor_address, body.tags
+            result.append(
+                {
+                    "name": intern(name) if name else "",
+                    "address": address,
+                    "protocol_port": shared(body.protocol_port),
+                    "subnet_id": subnet_id,
+                    "weight": 1 if body.weight is None else body.weight,
+                    "backup": bool(body.backup),
+                    "monitor_address": None if monitor_address is None else intern(monitor_address),
+                    "monitor_port": shared(body.monitor_port),
+                    "admin_state_up": body.admin_state_up is not False,
+                    "tags": tuple(intern(tag) for tag in tags) if tags else (),
+                }
+            )
         return result
 
     def member_body(self, member: Member) -> dict[str, Any]:
@@ -905,16 +967,25 @@ class Octavia:
         return "DEGRADED" if "DEGRADED" in statuses else "ONLINE"
 
     def render_member(self, member: Member) -> Record:
+        return self.render_members((member,))[0]
+
+    def render_members(self, members: Iterable[Member]) -> list[Record]:
+        """Members as Octavia renders them (a pool's thousands in a create's answer)."""
+        project_id = self._project_id
+        status = self._member_operating_status
+        return [member.wire(status(member), project_id) for member in members]
+
+    def _member_operating_status(self, member: Member) -> str:
         # New members are OFFLINE until ACTIVE, as every other row (see render).
-        pending_or_error = member.provisioning_status in {"PENDING_CREATE", "ERROR"}
-        status = "OFFLINE" if pending_or_error else self.member_status(member)
-        return member.wire(operating_status=status, project_id=self._project_id)
+        if member.provisioning_status in PENDING_OR_ERROR:
+            return "OFFLINE"
+        return self.member_status(member)
 
     def render(self, table: Table, row: Record) -> Record:
         out = {key: value for key, value in row.items() if not key.startswith("_")}
         # New rows start OFFLINE (octavia/db/prepare.py) and failed ones stay so; an update
         # or delete leaves the operating status as it was.
-        pending_or_error = row["provisioning_status"] in {"PENDING_CREATE", "ERROR"}
+        pending_or_error = row["provisioning_status"] in PENDING_OR_ERROR
         if table is self.loadbalancers:
             out["listeners"] = [{"id": i} for i in row["_listeners"]]
             out["pools"] = [{"id": i} for i in row["_pools"]]
@@ -942,11 +1013,11 @@ def _tags(obj: dict[str, Any]) -> list[str]:
     tags = obj.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise bad_request("Invalid input for field/attribute tags. Expected a list of strings.")
-    if any(len(t) > MAX_TAG for t in tags):
+    if any(len(t) > MAX_STRING for t in tags):
         # WSME's StringType(max_length=255), on every resource's tags.
         raise bad_request(
             f"Invalid input for field/attribute tags. Value: '{tags}'. "
-            f"Value should have a maximum character requirement of {MAX_TAG}"
+            f"Value should have a maximum character requirement of {MAX_STRING}"
         )
     return tags
 
@@ -955,10 +1026,10 @@ def _str(obj: dict[str, Any], name: str) -> str:
     value = obj.get(name)
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > 255:
+    if not isinstance(value, str) or len(value) > MAX_STRING:
         raise bad_request(
             f"Invalid input for field/attribute {name}. Value: '{value}'. "
-            "Expected a string of at most 255 characters."
+            f"Expected a string of at most {MAX_STRING} characters."
         )
     return value
 
@@ -1223,7 +1294,7 @@ class OctaviaApi:
 
     def _full_pool(self, pool: Record) -> Record:
         out = self.o.render(self.o.pools, pool)
-        out["members"] = [self.o.render_member(member) for member in pool["_members"]]
+        out["members"] = self.o.render_members(pool["_members"])
         monitor = self.o.healthmonitors.get(pool["healthmonitor_id"] or "")
         out["healthmonitor"] = self.o.render(self.o.healthmonitors, monitor) if monitor else None
         return out
@@ -1443,7 +1514,7 @@ class OctaviaApi:
         query = req.query
         rows: list[Any] = members.ordered()
         if any(name not in PAGING_PARAMS for name in query):
-            rendered = [self.o.render_member(member) for member in rows]
+            rendered = self.o.render_members(rows)
             if "operating_status" in query:
                 wanted = query.getall("operating_status")
                 rendered = [r for r in rendered if field_matches(r["operating_status"], wanted)]

@@ -17,6 +17,7 @@ what tests read to assert "exactly one load balancer was created for this Servic
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import random
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -66,6 +67,18 @@ class Ids:
 
     def __init__(self, seed: int) -> None:
         self._rng = random.Random(seed)
+        self._series = ""
+        self._serials = itertools.count()
+
+    def serial(self) -> ResourceId:
+        """A UUID of one series: its first 80 bits drawn once, its last 48 a count. Each is
+        a distinct version-4 UUID, made for a fifth of `uuid`'s cost (a million members
+        each need one)."""
+        if not self._series:
+            first = self.uuid()
+            self._series = first[:24]
+            self._serials = itertools.count(int(first[24:], 16))
+        return ResourceId(f"{self._series}{next(self._serials) & 0xFFFFFFFFFFFF:012x}")
 
     def uuid(self) -> ResourceId:
         # What str(uuid.UUID(int=bits, version=4)) gives, without building the object
