@@ -16,6 +16,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from msgspec.structs import asdict
+
 from pyccm_sim.openstack import keystone, neutron, nova, octavia
 from pyccm_sim.openstack.calllog import CallLog
 from pyccm_sim.openstack.errors import not_found
@@ -144,7 +146,7 @@ class Cloud:
     def snapshot(self, kind: str) -> list[Record]:
         """Copies of every row of one kind (e.g. "loadbalancer"), for assertions."""
         if kind == self.octavia.members.kind:
-            return self.octavia.render_members(self.octavia.members)
+            return [asdict(view) for view in self.octavia.render_members(self.octavia.members)]
         tables = {
             table.kind: table
             for table in (

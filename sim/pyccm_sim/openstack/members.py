@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from pyccm_sim.openstack.store import Counters, Record
+from pyccm_sim.openstack.store import Counters
 
 # Fields a client can set on an existing member through a batch update (Octavia compares
 # them to decide whether the member changed).
@@ -82,28 +82,52 @@ class Member(msgspec.Struct, gc=False):
     def order_key(self) -> tuple[str, str]:
         return (self.created_at, self.id)
 
-    def wire(self, operating_status: str, project_id: str) -> Record:
+    def wire(self, operating_status: str, project_id: str) -> MemberView:
         """The member as Octavia renders it."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "admin_state_up": self.admin_state_up,
-            "project_id": project_id,
-            "tenant_id": project_id,
-            "tags": list(self.tags),
-            "provisioning_status": self.provisioning_status,
-            "operating_status": operating_status,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "address": self.address,
-            "protocol_port": self.protocol_port,
-            "subnet_id": self.subnet_id,
-            "weight": self.weight,
-            "backup": self.backup,
-            "monitor_address": self.monitor_address,
-            "monitor_port": self.monitor_port,
-            "vnic_type": "normal",
-        }
+        return MemberView(
+            self.id,
+            self.name,
+            self.admin_state_up,
+            project_id,
+            project_id,
+            list(self.tags),
+            self.provisioning_status,
+            operating_status,
+            self.created_at,
+            self.updated_at,
+            self.address,
+            self.protocol_port,
+            self.subnet_id,
+            self.weight,
+            self.backup,
+            self.monitor_address,
+            self.monitor_port,
+        )
+
+
+class MemberView(msgspec.Struct, gc=False):
+    """A member as Octavia's API renders it, in its field order: a pool's thousands are
+    encoded straight from these, without a dict each (`msgspec.structs.asdict` gives the
+    dict where a filter or a test needs one)."""
+
+    id: str
+    name: str
+    admin_state_up: bool
+    project_id: str
+    tenant_id: str
+    tags: list[str]
+    provisioning_status: str
+    operating_status: str
+    created_at: str
+    updated_at: str | None
+    address: str
+    protocol_port: int
+    subnet_id: str | None
+    weight: int
+    backup: bool
+    monitor_address: str | None
+    monitor_port: int | None
+    vnic_type: str = "normal"
 
 
 def shared(value: Any) -> Any:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from msgspec.structs import asdict
 from multidict import MultiMapping
 
 from pyccm_sim.openstack.errors import ApiError, bad_request, conflict, not_found
@@ -35,6 +36,7 @@ from pyccm_sim.openstack.members import (
     Member,
     MemberBody,
     MemberTable,
+    MemberView,
     PoolMembers,
     shared,
 )
@@ -966,10 +968,10 @@ class Octavia:
         statuses = [self.listener_status(self.listeners.rows[i]) for i in lb["_listeners"]]
         return "DEGRADED" if "DEGRADED" in statuses else "ONLINE"
 
-    def render_member(self, member: Member) -> Record:
+    def render_member(self, member: Member) -> MemberView:
         return self.render_members((member,))[0]
 
-    def render_members(self, members: Iterable[Member]) -> list[Record]:
+    def render_members(self, members: Iterable[Member]) -> list[MemberView]:
         """Members as Octavia renders them (a pool's thousands in a create's answer)."""
         project_id = self._project_id
         status = self._member_operating_status
@@ -1514,7 +1516,7 @@ class OctaviaApi:
         query = req.query
         rows: list[Any] = members.ordered()
         if any(name not in PAGING_PARAMS for name in query):
-            rendered = self.o.render_members(rows)
+            rendered = [asdict(view) for view in self.o.render_members(rows)]
             if "operating_status" in query:
                 wanted = query.getall("operating_status")
                 rendered = [r for r in rendered if field_matches(r["operating_status"], wanted)]
@@ -1528,7 +1530,12 @@ class OctaviaApi:
             key=_member_key,
             presorted=True,
         )
-        shown = [row if isinstance(row, dict) else self.o.render_member(row) for row in page.rows]
+        # Members are rendered for the page alone; `fields=` picks from dicts.
+        as_dict = asdict if "fields" in query else lambda view: view
+        shown = [
+            row if isinstance(row, dict) else as_dict(self.o.render_member(row))
+            for row in page.rows
+        ]
         return ok({"members": project_fields(shown, query), "members_links": page.links})
 
     def _member_in(self, req: Req, pool: Record) -> Member:
