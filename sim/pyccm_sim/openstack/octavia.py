@@ -746,10 +746,11 @@ class Octavia:
         if not isinstance(objs, list):
             raise bad_request("Invalid input for field/attribute members. Expected a list.")
         checked = self._typed_member_fields(objs)
+        # Field by field, each body is checked just before its duplicate test (Octavia's order).
+        every = checked if checked is not None else (self.member_fields(obj) for obj in objs)
         seen: set[tuple[str, int]] = set()
         result = []
-        for obj in objs if checked is None else checked:
-            fields = self.member_fields(obj) if checked is None else obj
+        for fields in every:
             key = (fields["address"], fields["protocol_port"])
             if key in seen:
                 if key in existing:
