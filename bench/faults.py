@@ -820,11 +820,9 @@ def send_garbage(tree: Tree, count: int = 50) -> int:
 
 
 def malformed_frames(tree: Tree) -> float:
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
+    from pyccm.exposition import pod_registry
 
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(tree.runtime / "metrics"))  # type: ignore[no-untyped-call]
+    registry = pod_registry(str(tree.runtime / "metrics"))
     value = registry.get_sample_value("pyccm_bus_malformed_frames_total", {"side": "manager"})
     return value or 0.0
 

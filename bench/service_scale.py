@@ -342,13 +342,11 @@ def _kind_of_write(record: dict[str, Any]) -> str:
 
 
 def tree_metrics(world: World) -> list[tuple[str, dict[str, str], float]]:
-    """Every sample the tree's processes wrote to PROMETHEUS_MULTIPROC_DIR, summed."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
+    """Every sample the tree's processes wrote to PROMETHEUS_MULTIPROC_DIR, summed, as the
+    manager's /metrics reads them."""
+    from pyccm.exposition import pod_registry
 
-    registry = CollectorRegistry()
-    metrics = str(world.workdir / "run" / "metrics")
-    MultiProcessCollector(registry, path=metrics)  # type: ignore[no-untyped-call]
+    registry = pod_registry(str(world.workdir / "run" / "metrics"))
     return [(s.name, s.labels, s.value) for m in registry.collect() for s in m.samples]
 
 

@@ -11,8 +11,9 @@ valid for Prometheus (one HELP and TYPE per name).
 
 from __future__ import annotations
 
+import glob
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client import REGISTRY, CollectorRegistry, Metric, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -28,11 +29,40 @@ WORKER_LABEL = "worker"
 def local_registry() -> CollectorRegistry:
     """This process's metrics: every process of the pod's through `PROMETHEUS_MULTIPROC_DIR`
     when it is set, else the process's default registry."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return registry
-    return REGISTRY
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return pod_registry(directory) if directory else REGISTRY
+
+
+def pod_registry(directory: str) -> CollectorRegistry:
+    """Every process's metrics files in `directory`, merged as prometheus_client's
+    `MultiProcessCollector` merges them, leaving out a file still at 0 bytes.
+
+    prometheus_client creates a process's file and sizes it a moment later; a scrape in
+    between (a worker starting or restarting) raised `struct.error` and lost the whole
+    page, and for good when the process died in that moment, since the empty file stays
+    (prometheus/client_python#1199, open). An empty file holds no sample, so leaving it
+    out loses nothing."""
+    registry = CollectorRegistry()
+    registry.register(_PodFiles(directory))
+    return registry
+
+
+class _PodFiles:
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+
+    def collect(self) -> Iterable[Metric]:
+        files = [f for f in glob.glob(os.path.join(self._directory, "*.db")) if _sized(f)]
+        merged: Iterable[Metric]
+        merged = MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
+        return merged
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # a dead process's live gauges, removed meanwhile
+        return False
 
 
 def render(registry: CollectorRegistry) -> str:

@@ -31,9 +31,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
+from pyccm.exposition import pod_registry
 from pyccm_sim.demo import World, process_tree, simulators
 from tests.support.tree import (
     FINALIZER,
@@ -105,8 +104,7 @@ class ReloadTree:
         return [line for line in lines if line.split()[1:2] == [process] and text in line]
 
     def metric(self, name: str, **labels: str) -> float:
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=str(self.world.workdir / "run" / "metrics"))  # type: ignore[no-untyped-call]
+        registry = pod_registry(str(self.world.workdir / "run" / "metrics"))
         return registry.get_sample_value(name, labels) or 0.0
 
     def pid(self, program: str = SERVICE_WORKER) -> int:

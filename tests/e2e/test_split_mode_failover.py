@@ -36,13 +36,11 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from pyccm import lifetime
-from pyccm.exposition import REPORT_INTERVAL
+from pyccm.exposition import REPORT_INTERVAL, pod_registry
 from pyccm.logs import parse_time
 from pyccm_sim.demo import World, simulators
 from tests.support.ports import free_port
@@ -150,8 +148,7 @@ class Split:
         return process
 
     def leader_changes(self) -> float:
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=str(self.metrics))  # type: ignore[no-untyped-call]
+        registry = pod_registry(str(self.metrics))
         value = registry.get_sample_value(
             "pyccm_bus_leader_changes_total", {"worker": "cloud-node"}
         )

@@ -1,13 +1,22 @@
 """The manager's /metrics page with split-mode workers' reports merged in
 (pyccm/exposition.py): one family per name, each report's samples labelled with its
-worker, the result parseable as Prometheus reads it."""
+worker, the result parseable as Prometheus reads it; in one pod, every process's metrics
+file read, an empty one (a process starting) left out."""
 
 from __future__ import annotations
 
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyccm.exposition import merge, render
+from pyccm.exposition import merge, pod_registry, render
 
 
 def registry_with(requests: float, *, lag: float | None = None) -> str:
@@ -41,3 +50,27 @@ def test_families_of_one_name_become_one_and_reports_are_labelled() -> None:
     # The manager's own worker label is left as it is.
     (lag,) = families["pyccm_bus_worker_lag"].samples
     assert (lag.labels, lag.value) == ({"worker": "route"}, 2.0)
+
+
+def test_a_process_file_still_empty_is_left_out_and_every_other_one_read(tmp_path: Path) -> None:
+    # A process that counted 3 (its own interpreter: the multiprocess mode is chosen at import).
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from prometheus_client import Counter; Counter('pyccm_probe', 'Probe.').inc(3)",
+        ],
+        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
+        check=True,
+        timeout=60,
+    )
+    # A process between creating its file and sizing it, or killed in that moment.
+    (tmp_path / "counter_999999.db").touch()
+
+    # prometheus_client's own collector loses the whole page on it (client_python#1199).
+    library = CollectorRegistry()
+    MultiProcessCollector(library, path=str(tmp_path))  # type: ignore[no-untyped-call]
+    with pytest.raises(struct.error):
+        library.get_sample_value("pyccm_probe_total")
+
+    assert pod_registry(str(tmp_path)).get_sample_value("pyccm_probe_total") == 3.0

@@ -17,10 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from pyccm import lifetime
+from pyccm.exposition import pod_registry
 from pyccm.logs import parse_time
 from pyccm.manager.bus import BusServer, BusSettings, WorkerIdentity
 from pyccm.manager.store import Cache
@@ -95,8 +94,7 @@ def messages(log: Path, containing: str) -> list[dict[str, str]]:
 
 
 def gauge(tmp: Path, worker: str) -> float | None:
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(tmp / "metrics"))  # type: ignore[no-untyped-call]
+    registry = pod_registry(str(tmp / "metrics"))
     return registry.get_sample_value(WAITING, {"worker": worker})
 
 
