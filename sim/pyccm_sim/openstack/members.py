@@ -65,7 +65,7 @@ class Member(msgspec.Struct, gc=False):
     id: str
     name: str
     address: str
-    protocol_port: Port
+    protocol_port: int
     subnet_id: str | None
     weight: int
     backup: bool

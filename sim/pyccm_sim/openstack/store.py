@@ -72,7 +72,7 @@ class Ids:
 
     def serial(self) -> ResourceId:
         """A UUID of one series: its first 80 bits drawn once, its last 48 a count. Each is
-        a distinct version-4 UUID, made for a fifth of `uuid`'s cost (a million members
+        a distinct version-4 UUID, made for a third of `uuid`'s cost (a million members
         each need one)."""
         if not self._series:
             first = self.uuid()
