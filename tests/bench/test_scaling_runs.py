@@ -14,21 +14,10 @@ import pytest
 
 from bench.scaling import Size, parse_args, settings_for, sizes_of
 from pyccm import lifetime
+from tests.bench.tables import table_rows
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBER = r"[\d,]+(?:\.\d+)?"
-
-
-def _rows(table: str, header: str) -> list[list[str]]:
-    """The cells of each row of the markdown table whose header line starts with `header`."""
-    lines = table.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header))
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split("|")])
-    return rows
 
 
 def _numbers(cell: str) -> list[float]:
@@ -54,7 +43,7 @@ def test_the_table_has_a_row_of_numbers_per_size(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     table = out.with_suffix(".md").read_text()
-    rows = _rows(table, "| nodes |")
+    rows = table_rows(table, "| nodes |")
     # Two Services per node, of which the LB ones.
     assert [row[:2] for row in rows] == [["8", "2 (14)"], ["16", "2 (30)"], ["16", "4 (28)"]]
     for row in rows:
@@ -71,9 +60,9 @@ def test_the_table_has_a_row_of_numbers_per_size(tmp_path: Path) -> None:
         assert 0 <= of_capacity <= of_cpu <= 100, row
         assert len(_numbers(load)) == 2, row
     cpu_section = table[table.index("## CPU-s by process while converging") :]
-    cpu_rows = {row[0] for row in _rows(cpu_section, "| process (nodes x LB)")}
+    cpu_rows = {row[0] for row in table_rows(cpu_section, "| process (nodes x LB)")}
     assert {"kube-sim", "openstack-sim", "manager", "service-0"} <= cpu_rows
-    sizing = _rows(table, "| nodes x LB |")
+    sizing = table_rows(table, "| nodes x LB |")
     assert [row[0] for row in sizing] == ["8 x 2", "16 x 2", "16 x 4"]
     for row in sizing:
         request, limit = (int(cell.strip("*Mi")) for cell in row[3:5])

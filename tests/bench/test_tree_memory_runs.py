@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.tree_memory import LADDER, TREE_ROLES, parse_importtime, parse_rollup
+from tests.bench.tables import table_rows
 
 REPO = Path(__file__).resolve().parents[2]
 # Each row is rounded to 0.1 MiB: a sum of n rows may differ from the rounded total by n/20.
@@ -19,15 +20,7 @@ ROUNDING = 0.05
 
 def _rows(table: str, header: str) -> dict[str, list[str]]:
     """The rows of the markdown table whose header line starts with `header`, by first cell."""
-    lines = table.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header))
-    rows = {}
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells[1:]
-    return rows
+    return {cells[0]: cells[1:] for cells in table_rows(table, header)}
 
 
 @pytest.mark.e2e

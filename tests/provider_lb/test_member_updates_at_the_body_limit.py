@@ -5,6 +5,8 @@ members do not fit in its create made without them. Nothing lost, nothing twice.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
@@ -12,6 +14,7 @@ from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer.api import body_size
 from pyccm.provider.openstack.loadbalancer.batch import additions_and_removals, first_part
 from pyccm.provider.openstack.loadbalancer.desired import PoolSpec
+from pyccm.provider.openstack.loadbalancer.members import Backend
 from pyccm.provider.openstack.loadbalancer.resources import Member
 from pyccm_sim.openstack.calllog import Seq
 from pyccm_sim.openstack.testing import OpenStackSimHandle
@@ -137,8 +140,7 @@ def test_a_fully_populated_create_that_fits_is_one_call(
 # --- the split itself ---------------------------------------------------------------------
 
 
-def pool_of(names: list[str]) -> PoolSpec:
-    backends = tuple((name, f"10.0.0.{i}") for i, name in enumerate(names))
+def pool_with(backends: tuple[Backend, ...], **options: Any) -> PoolSpec:
     return PoolSpec(
         name="pool_0_x",
         protocol="TCP",
@@ -147,7 +149,12 @@ def pool_of(names: list[str]) -> PoolSpec:
         backends=backends,
         backends_hash=hash(backends),
         member_port=30080,
+        **options,
     )
+
+
+def pool_of(names: list[str]) -> PoolSpec:
+    return pool_with(tuple((name, f"10.0.0.{i}") for i, name in enumerate(names)))
 
 
 def test_the_split_adds_what_is_missing_or_changed_and_removes_what_is_not_wanted() -> None:
@@ -185,14 +192,8 @@ def test_the_member_list_is_the_json_of_each_members_body() -> None:
     """The list is written straight into one buffer; it must be byte for byte what msgspec
     makes of the bodies, every optional field and a dual-stack pool's two subnets included."""
     backends = (('n-\u00e9"1', "10.0.0.1"), ("n2", "fd00::2"), ("n3", "10.0.0.3"))
-    spec = PoolSpec(
-        name="pool_0_x",
-        protocol="TCP",
-        lb_algorithm="ROUND_ROBIN",
-        persistence=False,
-        backends=backends,
-        backends_hash=hash(backends),
-        member_port=30080,
+    spec = pool_with(
+        backends,
         member_subnet_id="subnet-v4",
         other_version=6,
         other_member_subnet_id="subnet-v6",
