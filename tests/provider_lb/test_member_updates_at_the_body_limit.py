@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from pyccm.provider.errors import RetryAfter
 from pyccm.provider.interface import LoadBalancers
 from pyccm.provider.openstack.loadbalancer.api import body_size
 from pyccm.provider.openstack.loadbalancer.batch import additions_and_removals, first_part
@@ -228,3 +229,23 @@ def test_a_pool_whose_split_just_finished_is_not_read_back_by_the_next_sync(
     assert MEMBERS not in reads(sim, mark)
     assert writes(sim, mark) == []
     assert member_names(sim) == sorted(n.name for n in nodes(12))
+
+
+def test_a_pool_known_to_go_in_parts_is_read_once_to_compare_and_to_split(
+    sim: OpenStackSimHandle, lbs: LoadBalancers
+) -> None:
+    svc = service(ports=ONE_PORT)
+    svc = with_annotations(svc, ensure(lbs, svc, nodes(6)).annotations_to_set)
+    sim.set_knobs(max_request_body_size=300)
+    converge(lambda: lbs.update(service=svc, nodes=nodes(7)))  # a 413 teaches the limit
+
+    # The same count of other nodes: the members are compared and the split begins, from
+    # one read of them.
+    mark = sim.mark()
+    with pytest.raises(RetryAfter):
+        lbs.update(service=svc, nodes=nodes(7, start=1))
+    assert reads(sim, mark).count(MEMBERS) == 1
+    assert [method for method, _ in writes(sim, mark)] == ["PUT"]
+
+    converge(lambda: lbs.update(service=svc, nodes=nodes(7, start=1)))
+    assert member_names(sim) == sorted(n.name for n in nodes(7, start=1))

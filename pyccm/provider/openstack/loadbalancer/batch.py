@@ -83,13 +83,15 @@ def additions_and_removals(
     spec: PoolSpec, current: Sequence[Member]
 ) -> tuple[list[Backend], list[str]]:
     """(the nodes whose members to add or update, ids of the members to delete)."""
+    if not spec.member_port:
+        return [], [m.id for m in current]
     have = {(m.name, m.address) for m in current if spec.has(m)}
     additions = [backend for backend in spec.backends if backend not in have]
     kept = {address for _, address in spec.wanted}
     removals = [
         m.id for m in current if m.protocol_port != spec.member_port or m.address not in kept
     ]
-    return (additions, removals) if spec.member_port else ([], [m.id for m in current])
+    return additions, removals
 
 
 def first_part(spec: PoolSpec, backends: Sequence[Backend], limit: int) -> tuple[Raw, int]:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from pyccm.provider.errors import CloudError, ProviderError, RetryAfter
 from pyccm.provider.openstack.loadbalancer.api import (
+    ENVELOPE,
     HEALTH_MONITORS,
     LISTENERS,
     MEMBERS,
@@ -167,6 +168,8 @@ class Reconciler:
                 self._members_in_parts(spec, pool, written.left)
                 return
             written = None  # changed meanwhile: read
+        in_parts = self._known_too_large(spec)
+        current: Sequence[Member] | None = None
         if len(pool.members) == spec.member_count:
             # Same count: read them to compare, unless this process just wrote them. A
             # different count is a change for sure, and saves the read.
@@ -176,15 +179,28 @@ class Reconciler:
                 # Whatever the members say, no write could follow in this sync: read them
                 # in the next one (at 5,000 members, 6 pages).
                 raise self._api.retry_later(self._lb_id, "has more pools to compare")
-            if self._api.members_match(pool.id, spec):
+            if in_parts:
+                # A split works from the members themselves: one read serves both.
+                current = self._members_of(pool)
+                if len(current) == spec.member_count and all(spec.has(m) for m in current):
+                    return
+            elif self._api.members_match(pool.id, spec):
                 return
-        try:
-            self.write(partial(self._api.replace_members, self._lb_id, pool.id, spec.member_list()))
-            self._written.put(pool.id, Written(spec.members_print))
-            return
-        except BodyTooLarge:
-            pass  # refused here or answered 413: nothing was done
-        self._members_in_parts(spec, pool, self._members_of(pool))
+        if not in_parts:
+            try:
+                whole = partial(self._api.replace_members, self._lb_id, pool.id, spec.member_list())
+                self.write(whole)
+                self._written.put(pool.id, Written(spec.members_print))
+                return
+            except BodyTooLarge:
+                pass  # refused here or answered 413: nothing was done
+        self._members_in_parts(spec, pool, self._members_of(pool) if current is None else current)
+
+    def _known_too_large(self, spec: PoolSpec) -> bool:
+        """Whether the whole member list is over the cloud's body limit, as learned from a
+        413 (so the members go in parts)."""
+        limit = self._api.body_limit.bytes
+        return limit is not None and ENVELOPE + len(spec.member_list()) > limit
 
     def _members_in_parts(self, spec: PoolSpec, pool: Pool, current: Sequence[Member]) -> None:
         """One call of a split (`batch.py`); RetryAfter while more are needed."""
